@@ -1,0 +1,255 @@
+"""Closed-form real roots of cubics and quartics (Ferrari), polished by Newton steps.
+
+These are the scalar building blocks of Stage 1 (``algorithm.md``, "Stage 1": the level ``h`` of
+the thresholding is a root of a quartic without a quadratic term) and of the tau prior of Stage 2.
+Everything here is ``@njit`` and allocation-free except :func:`solve_quartic`, the Python entry
+point used by tests and by callers who want the roots themselves.
+"""
+import numpy as np
+from numba import njit
+
+_NEWTON_STEPS = 3
+
+
+@njit(cache=False)
+def _cubic_largest_real_root(a2, a1, a0):
+    """Largest real root of ``m^3 + a2 m^2 + a1 m + a0`` (Cardano / trigonometric form).
+
+    Polished by Newton steps that are kept only when they reduce ``|f|``.
+    """
+    # depress: m = z - a2/3  ->  z^3 + p z + q
+    s = a2 / 3.0
+    p = a1 - a2 * s
+    q = 2.0 * s * s * s - s * a1 + a0
+    # (z^3 + p z + q); discriminant sign via (q/2)^2 + (p/3)^3
+    hq = 0.5 * q
+    tp = p / 3.0
+    disc = hq * hq + tp * tp * tp
+    if disc > 0.0:
+        sd = np.sqrt(disc)
+        u = np.cbrt(-hq + sd) if -hq + sd >= 0 else -np.cbrt(hq - sd)
+        w = np.cbrt(-hq - sd) if -hq - sd >= 0 else -np.cbrt(hq + sd)
+        z = u + w
+    elif tp < 0.0:
+        # three real roots (trigonometric form); the largest one is k = 0
+        rr = np.sqrt(-tp)
+        arg = -hq / (rr * rr * rr)
+        if arg > 1.0:
+            arg = 1.0
+        elif arg < -1.0:
+            arg = -1.0
+        z = 2.0 * rr * np.cos(np.arccos(arg) / 3.0)
+    else:
+        z = np.cbrt(-q) if -q >= 0 else -np.cbrt(q)
+    m = z - s
+    fm = ((m + a2) * m + a1) * m + a0
+    for _ in range(_NEWTON_STEPS):
+        d = (3.0 * m + 2.0 * a2) * m + a1
+        if d == 0.0:
+            break
+        m2 = m - fm / d
+        f2 = ((m2 + a2) * m2 + a1) * m2 + a0
+        if abs(f2) < abs(fm):
+            m = m2
+            fm = f2
+        else:
+            break
+    return m
+
+
+@njit(cache=False)
+def _quad_roots(bq, cq, out, n):
+    """Real roots of ``t^2 + bq t + cq``, appended to ``out[n:]``; returns the new count.
+
+    A slightly negative discriminant (relative 1e-10) is read as a double root: the caller
+    polishes and verifies every root, so a spurious one is discarded there.
+    """
+    disc = bq * bq - 4.0 * cq
+    scale = bq * bq + 4.0 * abs(cq)
+    if disc < 0.0:
+        if disc < -1e-10 * scale:
+            return n
+        disc = 0.0
+    sd = np.sqrt(disc)
+    # stable form: avoid cancellation between -bq and sd
+    if bq >= 0.0:
+        t1 = -0.5 * (bq + sd)
+    else:
+        t1 = -0.5 * (bq - sd)
+    out[n] = t1
+    n += 1
+    if t1 != 0.0:
+        out[n] = cq / t1
+    else:
+        out[n] = -bq - t1
+    n += 1
+    return n
+
+
+@njit(cache=False)
+def _poly4(x, a, b, c, d):
+    return (((x + a) * x + b) * x + c) * x + d
+
+
+@njit(cache=False)
+def _poly4_abs(x, a, b, c, d):
+    ax = abs(x)
+    return (((ax + abs(a)) * ax + abs(b)) * ax + abs(c)) * ax + abs(d)
+
+
+@njit(cache=False)
+def _polish4(x, a, b, c, d):
+    fx = _poly4(x, a, b, c, d)
+    for _ in range(_NEWTON_STEPS):
+        der = ((4.0 * x + 3.0 * a) * x + 2.0 * b) * x + c
+        if der == 0.0:
+            break
+        x2 = x - fx / der
+        f2 = _poly4(x2, a, b, c, d)
+        if abs(f2) < abs(fx):
+            x = x2
+            fx = f2
+        else:
+            break
+    return x
+
+
+@njit(cache=False)
+def _quartic_real_roots(a, b, c, d, out):
+    """Real roots of the monic quartic ``x^4 + a x^3 + b x^2 + c x + d`` (Ferrari).
+
+    Writes the roots in ascending order to ``out[:4]`` and returns their number; ``out`` must
+    have length >= 8 (``out[4:8]`` is scratch), so that nothing is allocated per call.
+    The polynomial is rescaled to unit size before the closed form, each root is polished by
+    Newton steps on the original polynomial and kept only if the residual is at rounding level
+    (relative 1e-7 of the sum of the absolute terms), which drops the spurious real roots that a
+    near-zero discriminant can create.
+    """
+    sig = abs(a)
+    t = np.sqrt(abs(b))
+    if t > sig:
+        sig = t
+    t = np.cbrt(abs(c))
+    if t > sig:
+        sig = t
+    t = np.sqrt(np.sqrt(abs(d)))
+    if t > sig:
+        sig = t
+    if sig == 0.0:
+        for i in range(4):
+            out[i] = 0.0
+        return 4
+    tmp = out[4:8]
+    # scaled coefficients: x = sig * u
+    A = a / sig
+    B = b / sig / sig  # successive divisions: sig**4 may under- or overflow
+    C = c / sig / sig / sig
+    D = d / sig / sig / sig / sig
+    # depressed: u = t - A/4 -> t^4 + p t^2 + q t + r
+    A4 = 0.25 * A
+    A2 = A * A
+    p = B - 0.375 * A2
+    q = C - 0.5 * A * B + 0.125 * A2 * A
+    r = D - 0.25 * A * C + 0.0625 * A2 * B - 0.01171875 * A2 * A2
+    n = 0
+    if abs(q) <= 1e-14 * (1.0 + abs(p) + abs(r)):
+        # biquadratic: t^2 = z, z^2 + p z + r = 0
+        nz = _quad_roots(p, r, out, 0)
+        for i in range(nz):
+            z = out[i]
+            if z > 0.0:
+                sz = np.sqrt(z)
+                tmp[n] = sz
+                tmp[n + 1] = -sz
+                n += 2
+            elif z > -1e-10 * (1.0 + abs(p)):
+                tmp[n] = 0.0
+                n += 1
+    else:
+        # resolvent cubic m^3 + p m^2 + (p^2/4 - r) m - q^2/8 = 0 has a positive root
+        m = _cubic_largest_real_root(p, 0.25 * p * p - r, -0.125 * q * q)
+        if m <= 0.0:
+            m = 1e-300
+        s = np.sqrt(2.0 * m)
+        half = 0.5 * p + m
+        qs = q / (2.0 * s)
+        n = _quad_roots(-s, half + qs, tmp, n)
+        n = _quad_roots(s, half - qs, tmp, n)
+    # back to x, polish on the original polynomial, verify
+    cnt = 0
+    for i in range(n):
+        x = (tmp[i] - A4) * sig
+        x = _polish4(x, a, b, c, d)
+        res = abs(_poly4(x, a, b, c, d))
+        if res <= 1e-7 * _poly4_abs(x, a, b, c, d):
+            out[cnt] = x
+            cnt += 1
+    # insertion sort (at most 4 entries)
+    for i in range(1, cnt):
+        v = out[i]
+        j = i - 1
+        while j >= 0 and out[j] > v:
+            out[j + 1] = out[j]
+            j -= 1
+        out[j + 1] = v
+    return cnt
+
+
+@njit(cache=False)
+def _largest_positive_root(c3, c1, c0, buf):
+    """Largest positive root of ``h^4 + c3 h^3 + c1 h + c0`` or -1.0 if there is none.
+
+    ``buf`` is a float64 scratch array of length >= 8.
+
+    This is the Stage-1 quartic ``P(h) = h^4 - Vq h^3 + lambda0 (Vg Vq - Vv Gq) h
+    + lambda0^2 (Vv Gg - Vg^2)``; by the root rule of ``algorithm.md`` its larger positive root
+    is the minimiser of the reduced objective.
+    """
+    cnt = _quartic_real_roots(c3, 0.0, c1, c0, buf)
+    best = -1.0
+    for i in range(cnt):
+        if buf[i] > 0.0 and buf[i] > best:
+            best = buf[i]
+    return best
+
+
+def solve_quartic(coeffs):
+    """Real roots of a quartic polynomial, in closed form (Ferrari) with Newton polishing.
+
+    Parameters
+    ----------
+    coeffs : array_like of shape (5,)
+        Coefficients ``[a4, a3, a2, a1, a0]`` of ``a4 x^4 + a3 x^3 + a2 x^2 + a1 x + a0``,
+        highest degree first (the order of :func:`numpy.roots`). ``a4`` must be non-zero.
+
+    Returns
+    -------
+    roots : ndarray of float64
+        The distinct-as-computed real roots in ascending order (0 to 4 values). A double root
+        may appear once or twice.
+
+    Notes
+    -----
+    This is the solver used inside the Stage-1 kernel, where the quartic has no quadratic term
+    (``algorithm.md``, Stage 1). The polynomial is rescaled to unit size, solved through the
+    resolvent cubic, and every root is polished by up to three Newton steps on the original
+    polynomial; roots whose residual is not at rounding level are dropped.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba.kernels import solve_quartic
+    >>> np.round(solve_quartic([1.0, -10.0, 35.0, -50.0, 24.0]), 12)  # (x-1)(x-2)(x-3)(x-4)
+    array([1., 2., 3., 4.])
+    """
+    c = np.asarray(coeffs, dtype=np.float64).ravel()
+    if c.shape != (5,):
+        raise ValueError(f"coeffs: expected 5 coefficients, got shape {np.shape(coeffs)}")
+    if not np.all(np.isfinite(c)):
+        raise ValueError("coeffs: coefficients must be finite")
+    if c[0] == 0.0:
+        raise ValueError("coeffs: the leading coefficient a4 must be non-zero")
+    c = c / c[0]
+    out = np.empty(8)
+    cnt = _quartic_real_roots(c[1], c[2], c[3], c[4], out)
+    return out[:cnt].copy()

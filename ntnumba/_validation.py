@@ -1,0 +1,61 @@
+"""Input checks shared by the kernel API and the estimator: clear errors naming the argument."""
+import numbers
+
+import numpy as np
+
+FLOAT_DTYPES = (np.float64, np.float32)
+
+
+def as_float_array(a, name, *, ndim=None, dtype=None, allow_empty=False):
+    """Return ``a`` as a C-contiguous float32/float64 array, raising a clear error otherwise.
+
+    Integer and boolean input become float64; float32 is kept unless ``dtype`` says otherwise.
+    The input is never modified (a copy is made only when needed).
+    """
+    arr = np.asarray(a)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number)
+                                   or arr.dtype == np.bool_):
+        raise TypeError(f"{name}: expected a numeric array, got dtype {arr.dtype}")
+    if np.iscomplexobj(arr):
+        raise TypeError(f"{name}: complex data is not supported (dtype {arr.dtype})")
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name}: expected a {ndim}-D array, got shape {arr.shape}")
+    if not allow_empty and arr.size == 0:
+        raise ValueError(f"{name}: array is empty (shape {arr.shape})")
+    if dtype is None:
+        dtype = arr.dtype if arr.dtype in FLOAT_DTYPES else np.float64
+    arr = np.ascontiguousarray(arr, dtype=dtype)
+    check_finite(arr, name)
+    return arr
+
+
+def check_finite(arr, name):
+    """Raise ValueError naming ``name``, the count and the first row of non-finite entries."""
+    if not np.all(np.isfinite(arr)):
+        bad = ~np.isfinite(arr)
+        count = int(bad.sum())
+        first = np.argwhere(bad)[0]
+        where = f"row {first[0]}" if arr.ndim > 1 else f"index {first[0]}"
+        raise ValueError(f"{name}: contains {count} NaN or infinite value(s), first at {where}")
+
+
+def check_scalar(value, name, *, low=None, low_inclusive=True, high=None, integer=False):
+    """Check a real (or integer) hyper-parameter and its range; returns it as float or int."""
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind):
+        what = "an integer" if integer else "a real number"
+        raise TypeError(f"{name}: expected {what}, got {value!r}")
+    if not np.isfinite(value):
+        raise ValueError(f"{name}: must be finite, got {value!r}")
+    if low is not None and (value < low or (not low_inclusive and value == low)):
+        op = ">=" if low_inclusive else ">"
+        raise ValueError(f"{name}: must be {op} {low}, got {value!r}")
+    if high is not None and value > high:
+        raise ValueError(f"{name}: must be <= {high}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def check_choice(value, name, choices):
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name}: expected one of {sorted(choices)}, got {value!r}")
+    return value

@@ -1,0 +1,259 @@
+"""Stage 1: quartic solver, candidate NT representations and the assignment kernel."""
+import numpy as np
+import pytest
+
+import naive
+from ntnumba.kernels import assign, candidate_nt, solve_quartic
+
+LAM = 0.03  # the paper's lambda0 = lambda1
+
+
+# ------------------------------------------------------------------------------ quartic
+def _match_roots(ours, ref, rtol):
+    """Every reference root has one of ours nearby and vice versa."""
+    scale = max(1.0, np.max(np.abs(ref), initial=0.0))
+    for r in ref:
+        assert np.min(np.abs(ours - r), initial=np.inf) <= rtol * scale, (ours, ref)
+    for r in ours:
+        assert np.min(np.abs(ref - r), initial=np.inf) <= rtol * scale, (ours, ref)
+
+
+def test_quartic_random_against_numpy_roots():
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        c = rng.standard_normal(5)
+        ours = solve_quartic(c)
+        ref = naive.real_roots_numpy(c, tol=1e-9)
+        _match_roots(ours, ref, 1e-8)
+
+
+def test_quartic_four_real_roots_from_factors():
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        r = np.sort(rng.uniform(-10, 10, 4))
+        if np.min(np.diff(r)) < 1e-2:
+            continue
+        ours = solve_quartic(np.poly(r))
+        assert ours.size == 4
+        np.testing.assert_allclose(ours, r, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("roots", [
+    [1.0, 1.0, 2.0, -3.0],          # double root
+    [2.0, 2.0, 2.0, 2.0],           # quadruple root
+    [1e-8, 2.0, 3.0, -1.0],         # root near zero
+    [0.0, 0.5, -0.5, 4.0],          # exact zero root
+    [5.0, 5.0 + 1e-7, -2.0, 1.0],   # near-double root
+])
+def test_quartic_adversarial(roots):
+    ours = solve_quartic(np.poly(roots))
+    # multiple roots are ill-conditioned: a root of multiplicity m moves by eps^(1/m)
+    for r in roots:
+        assert np.min(np.abs(ours - r)) <= 1e-3 * max(1.0, abs(r)), (ours, roots)
+
+
+@pytest.mark.parametrize("scale", [1e-70, 1e-30, 1.0, 1e30, 1e70])
+def test_quartic_scale_invariance(scale):
+    r = np.array([-3.0, -0.5, 1.0, 7.0]) * scale
+    c = np.poly(r)
+    ours = solve_quartic(c / np.max(np.abs(c)))
+    np.testing.assert_allclose(ours, r, rtol=1e-9)
+
+
+def test_quartic_stage1_shape_against_numpy_roots():
+    """The kernel's quartic has no quadratic term: h^4 - Vq h^3 + c1 h + c0, c0 >= 0."""
+    rng = np.random.default_rng(2)
+    for _ in range(500):
+        Vq = rng.uniform(-5, 50)
+        c1 = rng.standard_normal() * 10.0 ** rng.uniform(-6, 3)
+        c0 = rng.uniform(0, 1) * 10.0 ** rng.uniform(-8, 2)
+        c = [1.0, -Vq, 0.0, c1, c0]
+        _match_roots(solve_quartic(c), naive.real_roots_numpy(c, tol=1e-9), 1e-7)
+
+
+def test_quartic_errors():
+    with pytest.raises(ValueError, match="leading coefficient"):
+        solve_quartic([0, 1, 2, 3, 4])
+    with pytest.raises(ValueError, match="5 coefficients"):
+        solve_quartic([1, 2, 3])
+    with pytest.raises(ValueError, match="finite"):
+        solve_quartic([1, np.nan, 0, 0, 0])
+
+
+# ------------------------------------------------------------------------------ candidate
+def _instances(n, M, q_scale, seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        yield (q_scale * rng.standard_normal(M), rng.standard_normal(M),
+               rng.standard_normal(M))
+
+
+def _same_value(v, ref, rtol=1e-9):
+    if np.isinf(ref):
+        return np.isinf(v)
+    return np.isfinite(v) and abs(v - ref) <= rtol * abs(ref)
+
+
+@pytest.mark.parametrize("q_scale", [1.0, 3.0])
+def test_candidate_is_global_minimum_paper_lambdas(q_scale):
+    """At the paper's lambdas SI+ reaches the enumerated global minimum."""
+    for q, tau, nu in _instances(150, 8, q_scale, seed=int(q_scale * 10)):
+        y_ref, v_ref = naive.candidate_enum(q, tau, nu, LAM, LAM)
+        y, v = candidate_nt(q, tau, nu, LAM, LAM)
+        assert _same_value(v, v_ref), (v, v_ref)
+        if np.isfinite(v_ref):
+            np.testing.assert_allclose(y, y_ref, rtol=1e-7, atol=1e-9)
+
+
+def test_candidate_large_lambda0_failure_rates():
+    """Away from the paper's regime SI+ is a local method; the safeguard must be exact.
+
+    Documented rates (docs/algorithm.md): measured over these 300 instances.
+    """
+    n_si = n_sg = total = 0
+    for lam0, M, seed in [(0.5, 7, 3), (2.0, 7, 4), (5.0, 6, 5)]:
+        for q, tau, nu in _instances(100, M, 1.0, seed):
+            _, v_ref = naive.candidate_enum(q, tau, nu, lam0, LAM)
+            _, v_si = candidate_nt(q, tau, nu, lam0, LAM)
+            _, v_sg = candidate_nt(q, tau, nu, lam0, LAM, safeguard=True)
+            total += 1
+            n_si += _same_value(v_si, v_ref)
+            n_sg += _same_value(v_sg, v_ref)
+            # neither may ever be below the global minimum
+            if np.isfinite(v_ref):
+                assert not (v_si < v_ref * (1 - 1e-9)) and not (v_sg < v_ref * (1 - 1e-9))
+    assert n_si / total >= 0.95
+    assert n_sg / total >= 0.99
+
+
+def test_candidate_never_above_lbfgs():
+    for q, tau, nu in _instances(40, 12, 2.0, seed=7):
+        _, v = candidate_nt(q, tau, nu, LAM, LAM)
+        ref = naive.candidate_lbfgs(q, tau, nu, LAM, LAM, n_starts=4)
+        if ref >= 1e299:  # no start found a point with rho(y, nu) > 0
+            assert np.isinf(v)
+            continue
+        assert v <= ref + 1e-9 * abs(ref)
+
+
+def test_candidate_value_is_objective_at_y_and_signs():
+    for q, tau, nu in _instances(100, 60, 2.0, seed=8):
+        y, v = candidate_nt(q, tau, nu, LAM, LAM)
+        assert np.isfinite(v)
+        assert v == pytest.approx(naive.candidate_objective(y, q, tau, nu, LAM, LAM),
+                                  rel=1e-12)
+        nz = y != 0
+        assert np.all(np.sign(y[nz]) == np.sign(q[nz]))
+
+
+def test_candidate_lambda0_zero_is_soft_threshold():
+    q, tau, nu = next(_instances(1, 30, 2.0, seed=9))
+    y, v = candidate_nt(q, tau, nu, 0.0, 0.5)
+    np.testing.assert_allclose(y, np.sign(q) * np.maximum(np.abs(q) - 0.5, 0))
+
+
+def test_candidate_invalid_cases():
+    rng = np.random.default_rng(10)
+    q = rng.standard_normal(10)
+    tau = rng.standard_normal(10)
+    # nu has no mass on the signs of q: rho(y, nu) = 0 for every sign-consistent y
+    nu = -np.abs(rng.standard_normal(10)) * np.sign(q)
+    y, v = candidate_nt(q, tau, nu, LAM, LAM)
+    assert np.isinf(v) and np.all(y == 0)
+    # |q| <= lambda1 everywhere: the infimum is only approached as y -> 0
+    y, v = candidate_nt(0.01 * q, tau, rng.standard_normal(10), LAM, LAM)
+    assert np.isinf(v) and np.all(y == 0)
+    assert np.isinf(naive.candidate_enum(0.01 * q, tau, rng.standard_normal(10), LAM, LAM)[1])
+    # all-zero q
+    y, v = candidate_nt(np.zeros(10), tau, nu, LAM, LAM)
+    assert np.isinf(v) and np.all(y == 0)
+
+
+def test_candidate_argument_errors():
+    with pytest.raises(ValueError, match="nu: expected length 3"):
+        candidate_nt(np.ones(3), np.ones(3), np.ones(4), LAM, LAM)
+    with pytest.raises(ValueError, match="lambda0: must be >= 0"):
+        candidate_nt(np.ones(3), np.ones(3), np.ones(3), -1.0, LAM)
+    with pytest.raises(ValueError, match="q: contains 1 NaN"):
+        candidate_nt([1.0, np.nan, 2.0], np.ones(3), np.ones(3), LAM, LAM)
+
+
+# ------------------------------------------------------------------------------ assign
+def _problem(n, M, Cd, Cs, seed, q_scale=2.0):
+    rng = np.random.default_rng(seed)
+    return (q_scale * rng.standard_normal((n, M)), rng.standard_normal((Cd, M)),
+            rng.standard_normal((Cs, M)))
+
+
+@pytest.mark.parametrize("rule", ["objective", "paper"])
+def test_assign_equals_enumeration_loop(rule):
+    Q, tau, nu = _problem(6, 7, 3, 2, seed=11)
+    labels, sim, Y, scores = assign(Q, tau, nu, LAM, LAM, rule=rule, lambda_a=0.7)
+    ref = naive.assign_loop(Q, tau, nu, LAM, LAM, rule, 0.7, naive.candidate_enum)
+    np.testing.assert_array_equal(labels, ref[0])
+    np.testing.assert_array_equal(sim, ref[1])
+    np.testing.assert_allclose(Y, ref[2], rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(scores, ref[3], rtol=1e-8)
+
+
+@pytest.mark.parametrize("rule", ["objective", "paper"])
+def test_assign_equals_candidate_loop(rule):
+    Q, tau, nu = _problem(25, 80, 4, 3, seed=12)
+    labels, sim, Y, scores = assign(Q, tau, nu, LAM, LAM, rule=rule, lambda_a=1.0)
+    ref = naive.assign_loop(Q, tau, nu, LAM, LAM, rule, 1.0, candidate_nt)
+    np.testing.assert_array_equal(labels, ref[0])
+    np.testing.assert_array_equal(sim, ref[1])
+    np.testing.assert_allclose(Y, ref[2], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(scores, ref[3], rtol=1e-9)
+
+
+def test_assign_invalid_candidates_never_win():
+    rng = np.random.default_rng(13)
+    Q = 2.0 * rng.standard_normal((20, 30))
+    tau = rng.standard_normal((3, 30))
+    # nu_0 has no mass where any q has its signs -> every (c1, 0) candidate is invalid
+    nu = np.vstack([np.zeros(30), rng.standard_normal(30)])
+    labels, sim, Y, scores, det = assign(Q, tau, nu, LAM, LAM, rule="paper",
+                                         return_details=True)
+    assert np.all(np.isinf(scores[:, :, 0]))
+    assert np.all(sim == 1)
+    assert np.all(np.isfinite(det["cost"]))
+    # a sample with no valid candidate: y = 0, a finite label, never a score-0 winner
+    Q[0] = 0.001
+    labels, sim, Y, scores = assign(Q, tau, nu, LAM, LAM)
+    assert np.all(Y[0] == 0) and np.all(np.isinf(scores[0]))
+    assert 0 <= labels[0] < 3
+
+
+def test_assign_float32_matches_float64():
+    Q, tau, nu = _problem(60, 50, 4, 2, seed=14)
+    l64, s64, Y64, sc64 = assign(Q, tau, nu, LAM, LAM)
+    l32, s32, Y32, sc32 = assign(Q.astype(np.float32), tau, nu, LAM, LAM)
+    assert Y32.dtype == np.float32 and Y64.dtype == np.float64
+    assert np.mean(l32 == l64) >= 0.95
+    np.testing.assert_allclose(sc32, sc64, rtol=1e-4)
+
+
+def test_assign_recovers_planted_clusters():
+    rng = np.random.default_rng(15)
+    C, M, per = 5, 120, 30
+    tau = 2.0 * rng.standard_normal((C, M))
+    nu = rng.standard_normal((2, M))
+    truth = np.repeat(np.arange(C), per)
+    sim_truth = rng.integers(0, 2, truth.size)
+    Q = tau[truth] + nu[sim_truth] + 0.5 * rng.standard_normal((truth.size, M))
+    labels, sim, Y, scores = assign(Q, tau, nu, LAM, LAM)
+    assert np.mean(labels == truth) >= 0.99
+    assert np.mean(sim == sim_truth) >= 0.9
+
+
+def test_assign_argument_errors():
+    Q, tau, nu = _problem(3, 5, 2, 1, seed=16)
+    with pytest.raises(ValueError, match="rule: expected one of"):
+        assign(Q, tau, nu, LAM, LAM, rule="bogus")
+    with pytest.raises(ValueError, match="tau: expected 5 columns"):
+        assign(Q, tau[:, :4], nu, LAM, LAM)
+    with pytest.raises(ValueError, match="Q: expected a 2-D array"):
+        assign(Q[0], tau, nu, LAM, LAM)
+    with pytest.raises(TypeError, match="Q: complex data"):
+        assign(Q + 1j, tau, nu, LAM, LAM)
