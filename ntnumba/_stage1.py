@@ -325,14 +325,116 @@ def _candidate_scalar(q, tau, nu, lam0, lam1, safeguard):
     return y, 0.5 * qq + R, st
 
 
+# Flags for the reductions of the fused passes: reassociation lets LLVM vectorise the sums.
+# No 'nnan'/'ninf': +inf is a meaningful value in this module.
+_FM = {"reassoc", "contract", "nsz", "arcp"}
+
+
+@njit(fastmath=_FM, cache=False)
+def _fused_pass(b, g, v, ki, k, t2, lh, r, mask):
+    """One pass of SI+ with everything the next step needs, branch-free.
+
+    With the current level ``h`` (``lh = lam / h``) and ratio ``r``: the new magnitudes
+    ``a_j = max((b_j - lh (g_j - r v_j)) / k_j, 0)``, the new support (written to ``mask``,
+    changes counted), the support sums of the next quartic over the new support and the value
+    terms at ``a``. ``lh = r = 0`` gives the start ``a = max(b, 0) / k`` (support ``{b > 0}``).
+    Returns (changed, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig, dec) where quad = sum a(k a/2 - b),
+    ga = g.a, va = v.a, sig = sum t2 a^2 and dec = -1/2 sum b^2/k over {a > 0, g = v = 0}.
+    """
+    changed = 0
+    Vq = 0.0
+    Vg = 0.0
+    Vv = 0.0
+    Gq = 0.0
+    Gg = 0.0
+    quad = 0.0
+    ga = 0.0
+    va = 0.0
+    sig = 0.0
+    dec = 0.0
+    for j in range(b.shape[0]):
+        bj = np.float64(b[j])
+        gj = np.float64(g[j])
+        vj = np.float64(v[j])
+        kij = np.float64(ki[j])
+        a = (bj - lh * (gj - r * vj)) * kij
+        ins = a > 0.0
+        changed += ins != mask[j]
+        mask[j] = ins
+        m = 1.0 if ins else 0.0
+        a *= m
+        vk = vj * kij * m
+        gk = gj * kij * m
+        Vq += vk * bj
+        Vg += vk * gj
+        Vv += vk * vj
+        Gq += gk * bj
+        Gg += gk * gj
+        quad += a * (0.5 * np.float64(k[j]) * a - bj)
+        ga += gj * a
+        va += vj * a
+        sig += np.float64(t2[j]) * a * a
+        free = 1.0 if (gj == 0.0 and vj == 0.0) else 0.0
+        dec -= 0.5 * free * bj * a
+    return changed, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig, dec
+
+
+@njit(cache=False)
+def _fast_candidate(b, g, v, ki, k, t2, lam, mask, qbuf):
+    """SI+ by fused passes (one pass per support iteration, ~3 passes in the paper's regime).
+
+    Returns (status, R, sP, h, r): status OK, or INVALID when the generic path must decide
+    (no mass of v, no admissible root, no convergence, or R not clearly below the limit at
+    zero). The magnitudes are not stored: they follow from (h, r), see :func:`_write_a`.
+    """
+    (ch, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig,
+     dec) = _fused_pass(b, g, v, ki, k, t2, 0.0, 0.0, mask)
+    for _ in range(_MAX_SI):
+        if Vv <= 0.0:
+            return INVALID, np.inf, np.inf, 0.0, 0.0
+        if lam == 0.0:
+            h = Vq
+            if h <= 0.0:
+                return INVALID, np.inf, np.inf, 0.0, 0.0
+            r = Gq / h
+        else:
+            h = _largest_positive_root(-Vq, lam * (Vg * Vq - Vv * Gq),
+                                       lam * lam * (Vv * Gg - Vg * Vg), qbuf)
+            if h <= 0.0:
+                return INVALID, np.inf, np.inf, 0.0, 0.0
+            r = (h * h - Vq * h + lam * Vg) / (lam * Vv)
+        lh = lam / h
+        (ch, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig,
+         dec) = _fused_pass(b, g, v, ki, k, t2, lh, r, mask)
+        if ch == 0:
+            if not va > 0.0:
+                return INVALID, np.inf, np.inf, 0.0, 0.0
+            R = quad + lam * ga / va
+            # dec >= limit at zero - lam min(g/v): R < dec proves validity without a pass
+            if not R < dec:
+                return INVALID, np.inf, np.inf, 0.0, 0.0
+            return OK, R, ga / va + sig, h, r
+    return INVALID, np.inf, np.inf, 0.0, 0.0
+
+
+@njit(cache=False)
+def _write_a(b, g, v, ki, lh, r, a):
+    for j in range(b.shape[0]):
+        t = (b[j] - lh * (g[j] - r * v[j])) * ki[j]
+        a[j] = t if t > 0.0 else 0.0
+
+
 @njit(parallel=True, cache=False)
-def _assign_kernel(Q, tpos, tneg, tsq, npos, nneg, lam0, lam1, adj, rule, safeguard,
-                   labels, slabels, Y, F, SP, status):
+def _assign_kernel(Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj, rule,
+                   safeguard, labels, slabels, Y, F, SP, status):
     """All n x Cd x Cs candidates and the argmin assignment.
 
     prange over blocks of samples; each block owns its scratch and writes only its rows of
     ``labels, slabels, Y, F, SP, status``. ``adj[i, c1, c2]`` is the adjustment term
     lambda_a/2 ||q_i - tau_c1 - nu_c2||^2 (used by rule 1, "objective"); rule 0 is "paper".
+    ``kmat = 1 + 2 lambda0 tau^2`` and ``kimat = 1 / kmat`` are per-cluster constants.
+    Every candidate runs the fused SI+ (:func:`_fast_candidate`); the few it cannot settle
+    (and all, with ``safeguard``) go through the generic :func:`_solve_ratio`.
     """
     n, M = Q.shape
     Cd = tpos.shape[0]
@@ -344,8 +446,7 @@ def _assign_kernel(Q, tpos, tneg, tsq, npos, nneg, lam0, lam1, adj, rule, safegu
         stop = ((blk + 1) * n) // nblocks
         b = np.empty(M, dtype=dt)
         g = np.empty(M, dtype=dt)
-        v = np.empty(M, dtype=dt)
-        k = np.empty(M, dtype=dt)
+        V = np.empty((Cs, M), dtype=dt)
         a = np.empty(M)
         work = np.empty((2, M))
         ywin = np.empty(M)
@@ -358,33 +459,43 @@ def _assign_kernel(Q, tpos, tneg, tsq, npos, nneg, lam0, lam1, adj, rule, safegu
             bc2 = -1
             qq = 0.0
             for j in range(M):
-                qq += q[j] * q[j]
+                qj = q[j]
+                qq += qj * qj
+                b[j] = abs(qj) - lam1
+                for c2 in range(Cs):
+                    V[c2, j] = npos[c2, j] if qj > 0.0 else (nneg[c2, j] if qj < 0.0 else 0.0)
             for c1 in range(Cd):
                 for j in range(M):
                     qj = q[j]
-                    b[j] = abs(qj) - lam1
-                    k[j] = 1.0 + 2.0 * lam0 * tsq[c1, j]
                     g[j] = tpos[c1, j] if qj > 0.0 else (tneg[c1, j] if qj < 0.0 else 0.0)
+                k = kmat[c1]
+                ki = kimat[c1]
+                t2 = tsq[c1]
                 for c2 in range(Cs):
-                    for j in range(M):
-                        qj = q[j]
-                        v[j] = npos[c2, j] if qj > 0.0 else (nneg[c2, j] if qj < 0.0 else 0.0)
-                    st, R = _solve_ratio(b, g, v, k, lam0, a, mask, work, qbuf, safeguard)
+                    v = V[c2]
+                    if safeguard:
+                        st = INVALID
+                    else:
+                        st, R, sp, h, r = _fast_candidate(b, g, v, ki, k, t2, lam0, mask, qbuf)
+                    fast = st == OK
+                    if not fast:
+                        st, R = _solve_ratio(b, g, v, k, lam0, a, mask, work, qbuf, safeguard)
+                        if st != INVALID:
+                            ga = 0.0
+                            va = 0.0
+                            sig = 0.0
+                            for j in range(M):
+                                aj = a[j]
+                                if aj != 0.0:
+                                    ga += g[j] * aj
+                                    va += v[j] * aj
+                                    sig += t2[j] * aj * aj
+                            sp = ga / va + sig
                     status[i, c1, c2] = st
                     if st == INVALID:
                         F[i, c1, c2] = np.inf
                         SP[i, c1, c2] = np.inf
                         continue
-                    ga = 0.0
-                    va = 0.0
-                    sig = 0.0
-                    for j in range(M):
-                        aj = a[j]
-                        if aj != 0.0:
-                            ga += g[j] * aj
-                            va += v[j] * aj
-                            sig += tsq[c1, j] * aj * aj
-                    sp = ga / va + sig
                     SP[i, c1, c2] = sp
                     Fv = 0.5 * qq + R
                     F[i, c1, c2] = Fv
@@ -393,8 +504,11 @@ def _assign_kernel(Q, tpos, tneg, tsq, npos, nneg, lam0, lam1, adj, rule, safegu
                         best = score
                         bc1 = c1
                         bc2 = c2
-                        for j in range(M):
-                            ywin[j] = a[j]
+                        if fast:
+                            _write_a(b, g, v, ki, lam0 / h, r, ywin)
+                        else:
+                            for j in range(M):
+                                ywin[j] = a[j]
             if bc1 < 0:
                 # every candidate invalid (e.g. |q| <= lambda1 everywhere): y = 0 and the pair
                 # nearest in the adjustment term; never a winner with score 0
@@ -537,7 +651,9 @@ def assign(Q, tau, nu, lambda0, lambda1, *, rule="objective", lambda_a=1.0, safe
     return_details : bool, default False
         Also return a dict with ``"F"`` (candidate objectives), ``"sP"`` (scores), ``"adj"``
         (adjustment terms), ``"status"`` (0, 1 or -1 per candidate) and ``"cost"`` (the full
-        cost of the assigned pair per sample, float64).
+        cost of the assigned pair per sample, float64; for a sample whose candidates are all
+        invalid, the cost of ``y = 0`` without the undefined ratio term:
+        ``||q||^2 / 2 + lambda_a/2 ||q - tau - nu||^2``).
 
     Returns
     -------
@@ -594,12 +710,19 @@ def assign(Q, tau, nu, lambda0, lambda1, *, rule="objective", lambda_a=1.0, safe
     F = np.empty((n, Cd, Cs))
     SP = np.empty((n, Cd, Cs))
     status = np.empty((n, Cd, Cs), dtype=np.int8)
-    _assign_kernel(Q, tpos, tneg, tau * tau, npos, nneg, lambda0, lambda1, adj, rule_id,
-                   bool(safeguard), labels, slabels, Y, F, SP, status)
+    tsq = tau * tau
+    kmat = 1.0 + 2.0 * lambda0 * tsq
+    _assign_kernel(Q, tpos, tneg, tsq, kmat, 1.0 / kmat, npos, nneg, lambda0, lambda1, adj,
+                   rule_id, bool(safeguard), labels, slabels, Y, F, SP, status)
     scores = SP if rule_id == 0 else F + adj
     if not return_details:
         return labels, slabels, Y, scores
     idx = np.arange(n)
     cost = F[idx, labels, slabels] + adj[idx, labels, slabels]
+    # samples with every candidate invalid have y = 0: data terms ||q||^2 / 2, no ratio term
+    dead = ~np.isfinite(cost)
+    if np.any(dead):
+        Qd = Q[dead].astype(np.float64)
+        cost[dead] = 0.5 * np.einsum("ij,ij->i", Qd, Qd) + adj[dead, labels[dead], slabels[dead]]
     details = {"F": F, "sP": SP, "adj": adj, "status": status, "cost": cost}
     return labels, slabels, Y, scores, details
