@@ -1,0 +1,793 @@
+"""Benchmark image data sets of the NT clustering paper, and a generic array-file loader.
+
+The paper (Kostadinov et al. 2019, Sec. 5) evaluates on COIL-20, ORL and Extended Yale B,
+"downscaled to resolutions 20x25, 24x24 and 21x21 and normalized to unit variance". The loaders
+here rebuild those inputs from public copies of the data sets (see ``docs/datasets.md``):
+
+- :func:`load_coil20`: ``"paper"`` = 20x25 (1440 x 500), area-averaged from the 32x32 images;
+  also ``"32x32"`` (as stored) or any ``"HxW"`` / ``(h, w)``.
+- :func:`load_orl`: ``"paper"`` = 24x24 (400 x 576), from the 112x92 originals; also ``"32x32"``
+  (the usual ``ORL_32x32.mat`` crop), ``"112x92"`` or any size.
+- :func:`load_yaleb`: ``"paper"`` = 21x21 (2414 x 441), from the 192x168 cropped originals minus
+  the 18 ``is_bad`` images; also ``"32x32"`` (``YaleB_32x32.mat``), ``"48x42"`` or any size.
+- :func:`load_demo`: COIL-20 at 32x32 from the copy shipped in the package (no data folder).
+- :func:`load_file`: any .mat/.npz/.npy/.csv matrix or image stack.
+
+Every loader returns ``(X, y)``: ``X`` float64 of shape (n_samples, h * w), each row one image
+flattened in C (row-major) order, so ``X[i].reshape(h, w)`` is the upright image; ``y`` int64
+labels 0 .. n_classes - 1. Samples are in file order, i.e. sorted by class: shuffle before any
+online/minibatch run.
+
+Resampling: area averaging (see :func:`resize_images`).
+"""
+from __future__ import annotations
+
+import csv
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "load_coil20",
+    "load_orl",
+    "load_yaleb",
+    "load_demo",
+    "load_file",
+    "normalize_images",
+    "resize_images",
+    "get_data_home",
+]
+
+#: Environment variable naming the data folder (the one holding ``coil20/``, ``orl/``, ``yaleb/``).
+DATA_ENV_VAR = "NTNUMBA_DATA"
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_REPO_ROOT = _PACKAGE_DIR.parent
+_DEMO_FILE = _PACKAGE_DIR / "data" / "coil20_32x32.npz"
+
+_COIL_MAT = ("coil20", "COIL20_32x32.mat")
+_ORL_MAT = ("orl", "ORL_32x32.mat")
+_ORL_NPZ = ("orl", "ORL_112x92.npz")
+_YALE_MAT = ("yaleb", "YaleB_32x32.mat")
+_YALE_NPZ = ("yaleb", "CroppedYale_192x168.npz")
+
+_DATA_KEYS = ("X", "fea", "images", "data")
+_TARGET_KEYS = ("Y", "gnd", "labels", "y", "target")
+_EXTENSIONS = (".mat", ".npz", ".npy", ".csv")
+
+
+# ----------------------------------------------------------------------------------------------
+# Locating the data folder
+# ----------------------------------------------------------------------------------------------
+def _candidate_homes(data_home):
+    """Folders to search, in order, and a phrase saying where they came from."""
+    if data_home is not None:
+        return [Path(os.path.abspath(os.fspath(data_home)))], "the data_home argument"
+    env = os.environ.get(DATA_ENV_VAR)
+    if env:
+        return [Path(os.path.abspath(env))], f"the environment variable {DATA_ENV_VAR}"
+    homes = [
+        Path(os.path.abspath(Path.cwd() / ".." / "shared" / "data")),
+        Path(os.path.abspath(_REPO_ROOT / ".." / "shared" / "data")),
+    ]
+    unique = []
+    for h in homes:
+        if h not in unique:
+            unique.append(h)
+    return unique, "the default search (../shared/data from the working directory and the repo)"
+
+
+def _how_to_set():
+    return (
+        f"Pass data_home='/path/to/data' or set the environment variable {DATA_ENV_VAR} to the "
+        "folder that holds coil20/, orl/ and yaleb/ (a copy of the project's shared/data). "
+        "COIL-20 is also shipped with the package: ntnumba.datasets.load_demo()."
+    )
+
+
+def get_data_home(data_home=None):
+    """Return the folder the dataset loaders read from.
+
+    Parameters
+    ----------
+    data_home : str or path-like, optional
+        Folder holding ``coil20/``, ``orl/`` and ``yaleb/``. When None, the environment
+        variable ``NTNUMBA_DATA`` is used; when that is unset, ``../shared/data`` relative to
+        the current working directory, then relative to the repository root (the folder that
+        contains the ``ntnumba`` package directory).
+
+    Returns
+    -------
+    pathlib.Path
+        The first of those candidates that is an existing folder (absolute path).
+
+    Raises
+    ------
+    FileNotFoundError
+        If no candidate folder exists; the message lists the paths tried.
+
+    Examples
+    --------
+    >>> from ntnumba.datasets import get_data_home
+    >>> (get_data_home() / "coil20").is_dir()
+    True
+    """
+    homes, origin = _candidate_homes(data_home)
+    for h in homes:
+        if h.is_dir():
+            return h
+    tried = ", ".join(str(h) for h in homes)
+    raise FileNotFoundError(f"No data folder found from {origin}; tried: {tried}. {_how_to_set()}")
+
+
+def _find_file(parts, data_home, what):
+    """Full path of ``<home>/<sub>/<name>`` (or ``<home>/<name>``) for the first matching home."""
+    sub, name = parts
+    homes, origin = _candidate_homes(data_home)
+    tried = []
+    for h in homes:
+        for p in (h / sub / name, h / name):
+            tried.append(p)
+            if p.is_file():
+                return p
+    raise FileNotFoundError(
+        f"{what}: data file {sub}/{name} not found (searched {origin}). Tried: "
+        + ", ".join(str(p) for p in tried)
+        + f". {_how_to_set()}"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Resampling and normalisation
+# ----------------------------------------------------------------------------------------------
+def _area_matrix(n_in, n_out):
+    """(n_out, n_in) area-averaging weights; rows sum to 1, exact rational overlaps.
+
+    Output pixel i covers [i n_in/n_out, (i+1) n_in/n_out) in input pixel units. Scaling every
+    coordinate by n_out makes all interval ends integers: input pixel j covers
+    [j n_out, (j+1) n_out) and output pixel i covers [i n_in, (i+1) n_in).
+    """
+    i = np.arange(n_out)[:, None]
+    j = np.arange(n_in)[None, :]
+    lo = np.maximum(i * n_in, j * n_out)
+    hi = np.minimum((i + 1) * n_in, (j + 1) * n_out)
+    return np.clip(hi - lo, 0, None).astype(np.float64) / n_in
+
+
+def _check_shape(shape, name):
+    try:
+        h, w = (int(s) for s in shape)
+        ok = len(tuple(shape)) == 2 and all(int(s) == s for s in shape)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or h < 1 or w < 1:
+        raise ValueError(f"{name} must be a pair (h, w) of positive integers, got {shape!r}")
+    return h, w
+
+
+def resize_images(X, image_shape, output_shape, *, order="C", chunk_size=256):
+    """Resample a stack of grey-level images by area averaging.
+
+    Each output pixel is the average of the input image over the output pixel's footprint,
+    input pixels that are cut by the footprint's border counting with their overlapping
+    fraction (a separable box filter; for downscaling the same as OpenCV ``INTER_AREA`` and
+    PIL ``Image.BOX``). With integer factors this is plain block averaging (e.g. 192x168 ->
+    48x42 averages 4x4 blocks). Each axis is scaled independently, so the aspect ratio may
+    change (COIL-20 32x32 -> 20x25 squeezes the height by 1.6 and the width by 1.28). Upscaling
+    gives piecewise-constant images. The mean grey level of every image is preserved.
+
+    Parameters
+    ----------
+    X : array-like, shape (n_samples, h * w) or (n_samples, h, w)
+        The images; flat rows are read as images with ``order``.
+    image_shape : tuple of int (h, w)
+        Shape of one input image. For a 3-D ``X`` it must equal ``X.shape[1:]``.
+    output_shape : tuple of int (h_out, w_out)
+        Shape of one output image.
+    order : {"C", "F"}, default "C"
+        How a flat input row is an image (``"F"``: MATLAB column order). Ignored for 3-D input.
+    chunk_size : int, default 256
+        Images processed per block (bounds the float64 working memory).
+
+    Returns
+    -------
+    ndarray of float64
+        Shape (n_samples, h_out * w_out) with rows in C order for 2-D input,
+        (n_samples, h_out, w_out) for 3-D input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba.datasets import resize_images
+    >>> img = np.arange(16.0).reshape(1, 4, 4)
+    >>> resize_images(img, (4, 4), (2, 2))
+    array([[[ 2.5,  4.5],
+            [10.5, 12.5]]])
+    """
+    X = np.asarray(X)
+    h, w = _check_shape(image_shape, "image_shape")
+    ho, wo = _check_shape(output_shape, "output_shape")
+    if order not in ("C", "F"):
+        raise ValueError(f"order must be 'C' or 'F', got {order!r}")
+    if X.ndim == 3:
+        if X.shape[1:] != (h, w):
+            raise ValueError(
+                f"image_shape {(h, w)} does not match the image stack's shape {X.shape[1:]}"
+            )
+        imgs, flat = X, False
+    elif X.ndim == 2:
+        if X.shape[1] != h * w:
+            raise ValueError(
+                f"image_shape {(h, w)} has {h * w} pixels but X has n_features={X.shape[1]}"
+            )
+        imgs, flat = X.reshape(X.shape[0], h, w, order=order), True
+    else:
+        raise ValueError(f"X must be 2-D (n, h*w) or 3-D (n, h, w), got shape {X.shape}")
+    n = imgs.shape[0]
+    out = np.empty((n, ho, wo), dtype=np.float64)
+    if (ho, wo) == (h, w):
+        out[...] = imgs
+    else:
+        Rh = _area_matrix(h, ho)
+        RwT = _area_matrix(w, wo).T
+        step = max(int(chunk_size), 1)
+        for s in range(0, n, step):
+            block = imgs[s:s + step].astype(np.float64)
+            m = block.shape[0]
+            # two plain GEMMs (one per axis) rather than a stack of small matrix products
+            tmp = (block.reshape(m * h, w) @ RwT).reshape(m, h, wo)
+            tmp = np.ascontiguousarray(tmp.transpose(1, 0, 2)).reshape(h, m * wo)
+            out[s:s + step] = (Rh @ tmp).reshape(ho, m, wo).transpose(1, 0, 2)
+    return out.reshape(n, ho * wo) if flat else out
+
+
+def normalize_images(X, *, copy=True):
+    """Normalise every row (image) to zero mean and unit variance.
+
+    This is the paper's per-image normalisation ("normalized to unit variance"), with the mean
+    removed as well. The variance is the population variance (``ddof=0``), so every row of the
+    result has ``mean == 0`` and ``std == 1`` exactly up to rounding. A row of zero variance
+    (a constant image; also a row whose standard deviation is below ``1e-12`` times its largest
+    absolute value, i.e. constant up to rounding) cannot be scaled: it becomes all zeros rather
+    than dividing by zero.
+
+    Parameters
+    ----------
+    X : array-like, shape (n_samples, n_features)
+        Data, one image per row.
+    copy : bool, default True
+        If False and ``X`` is already a float64 ndarray, normalise it in place.
+
+    Returns
+    -------
+    ndarray of float64, shape (n_samples, n_features)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba.datasets import normalize_images
+    >>> normalize_images(np.array([[1.0, 3.0], [5.0, 5.0]]))
+    array([[-1.,  1.],
+           [ 0.,  0.]])
+    """
+    if copy or not (isinstance(X, np.ndarray) and X.dtype == np.float64):
+        X = np.array(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
+    scale = np.max(np.abs(X), axis=1) if X.shape[1] else np.zeros(X.shape[0])
+    X -= X.mean(axis=1, keepdims=True)
+    std = np.sqrt(np.mean(X * X, axis=1))
+    degenerate = std <= 1e-12 * scale
+    std[degenerate] = 1.0
+    X /= std[:, None]
+    X[degenerate] = 0.0
+    return X
+
+
+# ----------------------------------------------------------------------------------------------
+# Named data sets
+# ----------------------------------------------------------------------------------------------
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*[x×X*,]\s*(\d+)\s*$")
+
+
+def _parse_resolution(resolution, paper, native, what):
+    """Turn ``resolution`` (string or (h, w)) into an (h, w) tuple."""
+    if isinstance(resolution, str):
+        key = resolution.strip().lower()
+        if key == "paper":
+            return paper
+        if key in ("original", "native", "full"):
+            return native
+        m = _SIZE_RE.match(key)
+        if m:
+            return _check_shape((int(m.group(1)), int(m.group(2))), "resolution")
+        raise ValueError(
+            f"{what}: unknown resolution {resolution!r}; use 'paper' ({paper[0]}x{paper[1]}), "
+            f"'original' ({native[0]}x{native[1]}), a string 'HxW' such as '32x32', "
+            "or a tuple (h, w)"
+        )
+    return _check_shape(resolution, "resolution")
+
+
+def _labels0(labels):
+    """Labels 0 .. K-1 (int64) in the sorted order of the original labels."""
+    return np.unique(np.asarray(labels).ravel(), return_inverse=True)[1].astype(np.int64).ravel()
+
+
+def _finish(imgs, labels, shape, normalize, *, order="C"):
+    """Resample an image stack (or flat rows in ``order``) to ``shape`` and normalise."""
+    imgs = np.asarray(imgs)
+    if imgs.ndim == 2:  # flat rows from a .mat file
+        side = int(round(np.sqrt(imgs.shape[1])))
+        imgs = imgs.reshape(imgs.shape[0], side, side, order=order)
+    X = resize_images(imgs, imgs.shape[1:], shape).reshape(imgs.shape[0], -1)
+    if normalize:
+        normalize_images(X, copy=False)
+    return X, _labels0(labels)
+
+
+def _loadmat(path):
+    from scipy.io import loadmat
+
+    return loadmat(path)
+
+
+def load_coil20(resolution="paper", *, data_home=None, normalize=True):
+    """Load COIL-20 (Columbia Object Image Library): 20 objects x 72 poses = 1440 images.
+
+    Parameters
+    ----------
+    resolution : str or tuple of int, default "paper"
+        ``"paper"``: 20x25 (h x w) as in the paper, made from the 32x32 images by area
+        averaging (:func:`resize_images`); note the aspect change (32x32 -> 20x25).
+        ``"32x32"`` (also ``"original"``): the 32x32 images as stored. Any other ``"HxW"`` string
+        or ``(h, w)`` tuple: area resampling of the 32x32 images.
+    data_home : str or path-like, optional
+        Folder holding ``coil20/COIL20_32x32.mat``; see :func:`get_data_home` for the search
+        order (``NTNUMBA_DATA``, then ``../shared/data``).
+    normalize : bool, default True
+        Normalise every image to zero mean and unit variance (:func:`normalize_images`).
+        If False, ``X`` holds grey levels in [0, 255] (resampled as float64).
+
+    Returns
+    -------
+    X : ndarray of float64, shape (1440, h * w)
+        One image per row, flattened in C order: ``X[i].reshape(h, w)`` is upright.
+    y : ndarray of int64, shape (1440,)
+        Object labels 0..19, 72 per object, sorted.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the data file is not found; the message gives the paths tried.
+
+    See Also
+    --------
+    load_demo : the same images from the copy shipped with the package (no data folder needed).
+
+    Notes
+    -----
+    Source: ``COIL20_32x32.mat`` (``X`` uint8 1440 x 1024 in MATLAB column order, ``Y`` 1..20).
+    Citation: S. A. Nene, S. K. Nayar, H. Murase, "Columbia Object Image Library (COIL-20)",
+    Tech. Rep. CUCS-005-96, 1996.
+
+    Examples
+    --------
+    >>> from ntnumba.datasets import load_coil20
+    >>> X, y = load_coil20()
+    >>> X.shape, int(y.max()) + 1
+    ((1440, 500), 20)
+    >>> load_coil20("32x32")[0].shape
+    (1440, 1024)
+    """
+    shape = _parse_resolution(resolution, (20, 25), (32, 32), "load_coil20")
+    d = _loadmat(_find_file(_COIL_MAT, data_home, "load_coil20"))
+    return _finish(d["X"], d["Y"], shape, normalize, order="F")
+
+
+def load_orl(resolution="paper", *, data_home=None, normalize=True):
+    """Load the ORL (AT&T) face database: 40 subjects x 10 images = 400 images.
+
+    Parameters
+    ----------
+    resolution : str or tuple of int, default "paper"
+        ``"paper"``: 24x24 as in the paper, area-averaged (:func:`resize_images`) from the
+        112x92 originals (aspect change 112x92 -> 24x24). ``"32x32"`` or ``(32, 32)``: the
+        widely used 32x32 version (``ORL_32x32.mat``, a tighter face crop, *not* made from the
+        originals here). ``"112x92"`` (also ``"original"``): the originals. Any other size:
+        area resampling of the originals.
+    data_home : str or path-like, optional
+        Folder holding ``orl/``; see :func:`get_data_home`.
+    normalize : bool, default True
+        Normalise every image to zero mean and unit variance (:func:`normalize_images`);
+        if False, grey levels in [0, 255].
+
+    Returns
+    -------
+    X : ndarray of float64, shape (400, h * w)
+        One image per row, flattened in C order.
+    y : ndarray of int64, shape (400,)
+        Subject labels 0..39, 10 per subject, sorted.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the data file is not found; the message gives the paths tried.
+
+    Notes
+    -----
+    Citation: AT&T Laboratories Cambridge / Olivetti Research Laboratory face database;
+    F. Samaria, A. Harter, 1994.
+
+    Examples
+    --------
+    >>> from ntnumba.datasets import load_orl
+    >>> X, y = load_orl()
+    >>> X.shape, int(y.max()) + 1
+    ((400, 576), 40)
+    """
+    shape = _parse_resolution(resolution, (24, 24), (112, 92), "load_orl")
+    if shape == (32, 32):
+        d = _loadmat(_find_file(_ORL_MAT, data_home, "load_orl"))
+        return _finish(d["fea"], d["gnd"], shape, normalize, order="F")
+    with np.load(_find_file(_ORL_NPZ, data_home, "load_orl")) as d:
+        images, labels = d["images"], d["labels"]
+    return _finish(images, labels, shape, normalize)
+
+
+def load_yaleb(resolution="paper", *, data_home=None, normalize=True):
+    """Load the Extended Yale B face database (cropped): 38 subjects, 2414 images.
+
+    The 18 nearly black images flagged ``is_bad`` in the source are excluded, giving the
+    standard 2414-image set (59 to 64 images per subject).
+
+    Parameters
+    ----------
+    resolution : str or tuple of int, default "paper"
+        ``"paper"``: 21x21 as in the paper, area-averaged (:func:`resize_images`) from the
+        192x168 cropped originals (aspect change). ``"48x42"``: the size common in subspace
+        clustering work, 4x4 block averages of the originals. ``"32x32"`` or ``(32, 32)``: the
+        widely used ``YaleB_32x32.mat`` (not made from the originals here). ``"192x168"`` (also
+        ``"original"``): the originals. Any other size: area resampling of the originals.
+    data_home : str or path-like, optional
+        Folder holding ``yaleb/``; see :func:`get_data_home`.
+    normalize : bool, default True
+        Normalise every image to zero mean and unit variance (:func:`normalize_images`);
+        if False, grey levels in [0, 255].
+
+    Returns
+    -------
+    X : ndarray of float64, shape (2414, h * w)
+        One image per row, flattened in C order.
+    y : ndarray of int64, shape (2414,)
+        Subject labels 0..37, sorted.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the data file is not found; the message gives the paths tried.
+
+    Notes
+    -----
+    Citation: A. Georghiades, P. Belhumeur, D. Kriegman, PAMI 2001; K.-C. Lee, J. Ho,
+    D. Kriegman, PAMI 2005.
+
+    Examples
+    --------
+    >>> from ntnumba.datasets import load_yaleb
+    >>> X, y = load_yaleb()
+    >>> X.shape, int(y.max()) + 1
+    ((2414, 441), 38)
+    """
+    shape = _parse_resolution(resolution, (21, 21), (192, 168), "load_yaleb")
+    if shape == (32, 32):
+        d = _loadmat(_find_file(_YALE_MAT, data_home, "load_yaleb"))
+        return _finish(d["fea"], d["gnd"], shape, normalize, order="F")
+    with np.load(_find_file(_YALE_NPZ, data_home, "load_yaleb")) as d:
+        good = ~d["is_bad"]
+        images, labels = d["images"][good], d["labels"][good]
+    return _finish(images, labels, shape, normalize)
+
+
+def load_demo(resolution="32x32", *, normalize=True):
+    """Load the copy of COIL-20 at 32x32 shipped inside the package (no data folder needed).
+
+    The images are the same as those of :func:`load_coil20` (``ntnumba/data/coil20_32x32.npz``,
+    uint8, 876 kB; citation in ``ntnumba/data/CITATION.txt``), so
+    ``load_demo(r) == load_coil20(r)`` for every resolution ``r``.
+
+    Parameters
+    ----------
+    resolution : str or tuple of int, default "32x32"
+        ``"32x32"``: as stored; ``"paper"``: 20x25 by area averaging; any ``"HxW"`` or (h, w).
+    normalize : bool, default True
+        Normalise every image to zero mean and unit variance (:func:`normalize_images`).
+
+    Returns
+    -------
+    X : ndarray of float64, shape (1440, h * w)
+        One image per row, flattened in C order.
+    y : ndarray of int64, shape (1440,)
+        Object labels 0..19, 72 per object, sorted.
+
+    Notes
+    -----
+    Citation: S. A. Nene, S. K. Nayar, H. Murase, "Columbia Object Image Library (COIL-20)",
+    Tech. Rep. CUCS-005-96, 1996.
+
+    Examples
+    --------
+    >>> from ntnumba.datasets import load_demo
+    >>> X, y = load_demo()
+    >>> X.shape, y.shape, int(y.max()) + 1
+    ((1440, 1024), (1440,), 20)
+    >>> round(float(X[0].std()), 6)
+    1.0
+    """
+    shape = _parse_resolution(resolution, (20, 25), (32, 32), "load_demo")
+    with np.load(_DEMO_FILE) as d:
+        images, labels = d["images"], d["labels"]
+    return _finish(images, labels, shape, normalize)
+
+
+# ----------------------------------------------------------------------------------------------
+# Generic files
+# ----------------------------------------------------------------------------------------------
+def _is_numeric(a):
+    return isinstance(a, np.ndarray) and a.dtype != object and (
+        np.issubdtype(a.dtype, np.number)
+    )
+
+
+def _read_mapping(path, ext):
+    """{name: ndarray} for .mat / .npz files (unreadable entries skipped)."""
+    if ext == ".mat":
+        try:
+            raw = _loadmat(path)
+        except NotImplementedError as exc:  # MATLAB v7.3 = HDF5
+            raise ValueError(
+                f"{path}: MATLAB v7.3 (HDF5) files are not supported by scipy.io.loadmat; "
+                "re-save with save(..., '-v7') or read it with h5py"
+            ) from exc
+        return {k: v for k, v in raw.items() if not k.startswith("__")}
+    out = {}
+    with np.load(path, allow_pickle=False) as z:
+        for k in z.files:
+            try:
+                out[k] = z[k]
+            except ValueError:  # object arrays need pickle: not data for us
+                continue
+    return out
+
+
+def _pick_target(arrays, target_key):
+    if target_key is False:
+        return None
+    if target_key is not None:
+        if target_key not in arrays:
+            raise ValueError(
+                f"target_key {target_key!r} not found; available keys: {sorted(arrays)}"
+            )
+        return target_key
+    for k in _TARGET_KEYS:
+        if k in arrays and isinstance(arrays[k], np.ndarray) and arrays[k].dtype != object:
+            return k
+    return None
+
+
+def _pick_data(arrays, data_key, exclude):
+    if data_key is not None:
+        if data_key not in arrays:
+            raise ValueError(f"data_key {data_key!r} not found; available keys: {sorted(arrays)}")
+        a = arrays[data_key]
+        if not _is_numeric(a) or a.ndim not in (2, 3):
+            raise ValueError(
+                f"data_key {data_key!r} must name a 2-D or 3-D numeric array, got "
+                f"dtype {getattr(a, 'dtype', type(a))} shape {getattr(a, 'shape', None)}"
+            )
+        return data_key
+    cands = {
+        k: a for k, a in arrays.items() if k != exclude and _is_numeric(a) and a.ndim in (2, 3)
+    }
+    for k in _DATA_KEYS:
+        if k in cands:
+            return k
+    if not cands:
+        raise ValueError(
+            f"no 2-D or 3-D numeric array found for the data; available keys: {sorted(arrays)}"
+        )
+    ranked = sorted(cands, key=lambda k: cands[k].size, reverse=True)
+    if len(ranked) > 1 and cands[ranked[0]].size == cands[ranked[1]].size:
+        raise ValueError(
+            f"cannot choose the data array: {ranked[0]!r} and {ranked[1]!r} have the same size; "
+            f"pass data_key (available keys: {sorted(arrays)})"
+        )
+    return ranked[0]
+
+
+def _csv_header(path):
+    """True if the first non-empty line of a CSV file is not numeric (a header)."""
+    with open(path, newline="") as f:
+        for row in csv.reader(f):
+            if not row or all(not c.strip() for c in row):
+                continue
+            try:
+                [float(c) for c in row]
+            except ValueError:
+                return True
+            return False
+    return False
+
+
+def _tidy_labels(y):
+    y = np.asarray(y).ravel()
+    if y.dtype.kind == "f" and y.size and np.all(np.isfinite(y)) and np.all(y == np.round(y)):
+        y = y.astype(np.int64)
+    elif y.dtype.kind in "iub":
+        y = y.astype(np.int64)
+    return y
+
+
+def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, target_key=None):
+    """Load a data matrix (and labels) from a .mat, .npz, .npy or .csv file.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file; its extension (case-insensitive) selects the reader: ``.mat`` (MATLAB v4-v7.2,
+        ``scipy.io.loadmat``; v7.3/HDF5 is not supported), ``.npz``, ``.npy`` (one array, no
+        labels) or ``.csv`` (comma-separated numbers, an optional non-numeric header line is
+        skipped).
+    image_shape : tuple of int (h, w), optional
+        Shape of one image when the data are flat rows of ``h * w`` pixels; ``h * w`` must equal
+        the number of features. For a 3-D stack it is read from the stack (if given it must
+        match).
+    order : {"F", "C"}, default "F"
+        How a flat row is an image: ``"F"`` for MATLAB column order (the default, as in the usual
+        ``.mat`` face/object files), ``"C"`` for row-major. Used only with ``image_shape``; when
+        the image shape is known, the returned rows are always re-flattened in C order, so that
+        ``X[i].reshape(h, w)`` is the image.
+    resize : tuple of int (h_out, w_out), optional
+        Resample every image to this shape by area averaging (:func:`resize_images`). Needs the
+        image shape (``image_shape`` or a 3-D stack).
+    data_key : str, optional
+        For .mat/.npz: the array holding the data. Default: the first of ``X``, ``fea``,
+        ``images``, ``data`` that is a 2-D or 3-D numeric array, else the largest such array
+        (other than the labels). Not allowed for .npy/.csv.
+    target_key : str or False, optional
+        For .mat/.npz: the array holding the labels. Default: the first of ``Y``, ``gnd``,
+        ``labels``, ``y``, ``target`` present, else no labels; ``False``: no labels (use it
+        when a label-like key exists but is not the labels of the chosen data). For .csv the
+        only accepted value is ``"last"``: the last column holds the labels (otherwise every
+        column is data). Not allowed for .npy.
+
+    Returns
+    -------
+    X : ndarray of float64, shape (n_samples, n_features)
+        One sample per row (3-D stacks flattened in C order; resampled if ``resize``).
+    y : ndarray or None, shape (n_samples,)
+        The labels as stored (not renumbered; int64 when they are whole numbers), or None.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ValueError
+        For an unknown extension, a key that is not in the file (the message lists the available
+        keys), labels whose length matches no sample axis, an ``image_shape`` that does not match
+        the number of features, or ``resize`` without an image shape.
+
+    Notes
+    -----
+    The sample axis is the first axis, except when labels are found whose length matches the
+    last axis but not the first: then the last axis is moved to the front (MATLAB conventions:
+    one column per sample as in ``MNIST_subset604.mat``, or an ``h x w x n`` stack). Without
+    labels no such guess is made. ``load_file`` does not normalise; use
+    :func:`normalize_images`.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from ntnumba.datasets import load_file
+    >>> images = np.arange(2 * 4 * 6, dtype=np.uint8).reshape(2, 4, 6)
+    >>> path = os.path.join(tempfile.mkdtemp(), "toy.npz")
+    >>> np.savez(path, images=images, labels=np.array([1, 2]))
+    >>> X, y = load_file(path, resize=(2, 3))
+    >>> X.shape, y.tolist()
+    ((2, 6), [1, 2])
+    """
+    path = Path(os.fspath(path))
+    ext = path.suffix.lower()
+    if ext not in _EXTENSIONS:
+        raise ValueError(
+            f"unknown file extension {path.suffix!r} for {path}; "
+            f"supported: {', '.join(_EXTENSIONS)}"
+        )
+    if not path.is_file():
+        raise FileNotFoundError(f"data file not found: {path}")
+    if order not in ("C", "F"):
+        raise ValueError(f"order must be 'C' or 'F', got {order!r}")
+    if image_shape is not None:
+        image_shape = _check_shape(image_shape, "image_shape")
+    if resize is not None:
+        resize = _check_shape(resize, "resize")
+
+    y = None
+    label_name = None
+    if ext in (".mat", ".npz"):
+        arrays = _read_mapping(path, ext)
+        tkey = _pick_target(arrays, target_key)
+        dkey = _pick_data(arrays, data_key, exclude=tkey)
+        if tkey == dkey:
+            raise ValueError(f"data_key and target_key both name {dkey!r}")
+        data = arrays[dkey]
+        y = None if tkey is None else np.asarray(arrays[tkey]).ravel()
+        label_name = f"key {tkey!r}" + (
+            "" if target_key else " (auto-detected; target_key=False ignores it)"
+        )
+    else:
+        if data_key is not None:
+            raise ValueError(f"data_key is only used for .mat and .npz files, not {ext}")
+        if ext == ".npy":
+            if target_key not in (None, False):
+                raise ValueError("target_key is not used for .npy files (they hold one array)")
+            data = np.load(path, allow_pickle=False)
+            if not _is_numeric(data) or data.ndim not in (2, 3):
+                raise ValueError(
+                    f"{path}: expected a 2-D or 3-D numeric array, got dtype {data.dtype} "
+                    f"shape {data.shape}"
+                )
+        else:  # .csv
+            if target_key not in (None, False, "last"):
+                raise ValueError(
+                    f"target_key for a CSV file must be None, False or 'last', got {target_key!r}"
+                )
+            try:
+                data = np.loadtxt(
+                    path, delimiter=",", ndmin=2, skiprows=1 if _csv_header(path) else 0
+                )
+            except ValueError as exc:
+                raise ValueError(f"{path}: not a comma-separated numeric matrix ({exc})") from exc
+            if target_key == "last":
+                if data.shape[1] < 2:
+                    raise ValueError(
+                        f"target_key='last' needs at least 2 columns, {path} has {data.shape[1]}"
+                    )
+                data, y = data[:, :-1], data[:, -1]
+
+    data = np.asarray(data)
+    if y is not None and y.size != data.shape[0]:
+        if y.size == data.shape[-1]:
+            data = np.moveaxis(data, -1, 0)
+        else:
+            raise ValueError(
+                f"the labels ({label_name}, {y.size} values) match neither the first nor the last "
+                f"axis of the data (shape {data.shape})"
+            )
+    n = data.shape[0]
+    if data.ndim == 3:
+        stack_shape = tuple(int(s) for s in data.shape[1:])
+        if image_shape is not None and image_shape != stack_shape:
+            raise ValueError(
+                f"image_shape {image_shape} does not match the image stack's shape {stack_shape}"
+            )
+        image_shape = stack_shape
+        X = data.reshape(n, -1).astype(np.float64)
+    else:
+        X = data.astype(np.float64)
+        if image_shape is not None:
+            h, w = image_shape
+            if h * w != X.shape[1]:
+                raise ValueError(
+                    f"image_shape {image_shape} has {h * w} pixels but the data have "
+                    f"n_features={X.shape[1]}"
+                )
+            X = X.reshape(n, h, w, order=order).reshape(n, h * w)
+    if resize is not None:
+        if image_shape is None:
+            raise ValueError("resize needs the image shape: pass image_shape=(h, w) for flat rows")
+        X = resize_images(X, image_shape, resize, order="C")
+    return np.ascontiguousarray(X), (None if y is None else _tidy_labels(y))
