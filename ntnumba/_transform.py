@@ -1,0 +1,826 @@
+"""Stage 3 of the NT clustering algorithm: the linear map ``A``.
+
+Implements "Stage 3: linear map A" of ``design/algorithm.md`` (Kostadinov et al. 2019) in the
+package's row convention: samples are rows, ``X`` is (n, N), the target ``Ybar`` is (n, M) and the
+map ``A`` is (M, N) with ``M >= N``, so that the transform domain is ``Q = X @ A.T``.
+
+The problem (``f`` of the design note)::
+
+    f(A) = 1/2 ||X A^T - Ybar||_F^2 + lambda2/2 ||A||_F^2 + lambda3/2 ||A A^T - I||_F^2
+           - lambda4 log det(A^T A)
+
+Only three statistics of the data enter ``f`` and its minimiser::
+
+    G = X^T X (N x N),   B0 = Ybar^T X (M x N),   ||Ybar||_F^2,
+
+since ``||X A^T - Ybar||^2 = <A G, A> - 2 <B0, A> + ||Ybar||^2``. They are summable over chunks of
+rows (:class:`TransformStatistics` supports ``+``), which is the seam for streaming and distributed
+use.
+
+Exact step (the "exact formula"). For a scalar ``c`` and an M x N target ``B``, the problem
+``min_A c/2 ||A||^2 - <B, A> + R(A)`` (``R`` the three regularisers) is solved by
+``A = U diag(s') V^T`` where ``B = U diag(s) V^T`` is a thin SVD and ``s'_i`` minimises
+``phi_i(s) = (c + lambda2)/2 s^2 - s_i s + lambda3/2 (s^2 - 1)^2 - lambda4 log s^2``
+(von Neumann's trace inequality: ``<B, A> <= sum_i s_i sigma_i(A)``, with equality for shared
+singular vectors, and ``R`` depends on the singular values of ``A`` only, because
+``||A A^T - I||^2 = sum_i (sigma_i^2 - 1)^2 + M - N``). ``s'`` is computed by
+:func:`transform_singular_values`. The SVD of the M x N matrix is never formed: the N x N
+eigenproblem ``B^T B = V diag(s^2) V^T`` gives ``V`` and ``s``, and ``A = B V diag(s'/s) V^T``
+(i.e. ``U = B V diag(1/s)``). Directions with ``s_i < 1e-3 s_max`` (where ``B v_i / s_i`` would
+lose orthogonality, ~eps (s_max/s_i)^2) are re-resolved from ``W = B V_weak`` (an eigenproblem
+of its own k x k Gram, recursively) and orthonormalised explicitly against the others
+(CholeskyQR2); where ``B`` has no direction at all (``s_i = 0``) any orthonormal completion is
+optimal and a seeded random one is used.
+
+With ``G = X^T X = c I`` the data term is ``c/2 ||A||^2 - <B0, A> + const`` and the exact step
+with ``B = B0`` is the global minimiser of ``f``.
+
+Majorise-minimise (MM) for a general ``X``. Let ``c >= lambda_max(G)``. For any ``A_k``, with
+``D = A - A_k``::
+
+    1/2 <A G, A> = 1/2 <A_k G, A_k> + <A_k G, D> + 1/2 <D G, D>
+                <= 1/2 <A_k G, A_k> + <A_k G, D> + c/2 ||D||^2        (since G <= c I)
+
+(``<D G, D> = tr(D G D^T) <= c tr(D D^T)``). Up to constants the right-hand side is
+``c/2 ||A||^2 - <c A_k - A_k G, A>``, so the surrogate of ``f`` at ``A_k`` is
+``c/2 ||A||^2 - <B_k, A> + R(A) + const`` with::
+
+    B_k = B0 - A_k (G - c I) = Ybar^T X - A_k (X^T X - c I)      (M x N)
+
+and it is minimised exactly by the exact step on ``B_k``. The surrogate touches ``f`` at ``A_k``
+and lies above it everywhere, hence ``f(A_{k+1}) <= f(A_k)``. The iteration starts from the
+"approximate closed form" (the exact step on ``B0`` with the per-direction curvature
+``c_i = v_i^T G v_i`` in place of ``c``), or from the current ``A`` when that is better.
+
+Convergence. MM is a proximal-gradient method with step ``1/c``: its rate in a direction of
+``G`` with eigenvalue ``g`` is about ``1 - (g + mu) / (c + mu)`` (``mu`` the regulariser's
+curvature), so it crawls when ``X^T X`` is ill-conditioned, as for images (COIL-20 20x25:
+``lambda_max = 3.2e5``, median eigenvalue 27). :func:`update_transform` therefore extrapolates
+between steps (FISTA-type momentum, the step taken from ``A_k + beta (A_k - A_{k-1})``) and keeps
+such a step only if it decreases ``f``, else restarts with the plain step: still monotone.
+Measured on COIL-20 (n = 1440, N = 500, M = 2100, Ybar from a random A): relative gap to the
+L-BFGS optimum after 10 / 30 / 50 / 100 steps, plain 6e-4 / - / 1.9e-5 / 3.4e-6, accelerated
+1e-4 / 2e-6 / 3e-7 / 2e-8 (closed-form start: 6e-3).
+
+Cost of one MM step at ``n = 1440, N = 500, M = 2100``: ``B^T B`` (symmetric product),
+``B H`` and ``A G`` (M x N x N products), the ``A^T A`` Gram of the objective and one N x N
+``eigh``, about 0.03 s for the exact step and 0.055 s per MM step with its objective on two
+cores, against 0.11 s for a single thin SVD of the M x N matrix.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import solve_triangular
+from sklearn.utils import check_random_state
+
+from ._validation import as_float_array, check_choice, check_scalar
+
+__all__ = [
+    "TransformStatistics",
+    "identity_transform",
+    "transform_gradient",
+    "transform_objective",
+    "transform_singular_values",
+    "transform_statistics",
+    "update_transform",
+]
+
+_EPS = np.finfo(np.float64).eps
+# Directions with s_i < _BAND * s_max are completed by an explicit orthonormalisation (their
+# U_i = B v_i / s_i from the Gram route would lose orthogonality, ~ eps (s_max / s_i)^2).
+_BAND = 1e-3
+# Below this relative size a direction of B carries no usable direction: random completion.
+_ZERO = 1e3 * _EPS
+# The majorisation needs c >= lambda_max(G); eigvalsh is accurate to ~eps ||G||: inflate.
+_C_INFLATE = 1.0 + 1e-10
+
+
+# --------------------------------------------------------------------------------------------
+# Statistics
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class TransformStatistics:
+    """Sufficient statistics of ``(X, Ybar)`` for the Stage-3 problem.
+
+    Attributes
+    ----------
+    gram : ndarray of shape (N, N), float64
+        ``X^T X``.
+    cross : ndarray of shape (M, N), float64
+        ``Ybar^T X``.
+    target_sq : float
+        ``||Ybar||_F^2``.
+    n_samples : int
+        Number of rows the statistics were accumulated over.
+    dtype : numpy.dtype
+        dtype of the data (float32 or float64); :func:`update_transform` returns ``A`` in it.
+
+    Notes
+    -----
+    Statistics of disjoint row blocks add up: ``transform_statistics(X1, Y1) +
+    transform_statistics(X2, Y2)`` equals the statistics of the stacked rows (up to rounding).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._transform import transform_statistics
+    >>> rng = np.random.default_rng(0)
+    >>> X, Ybar = rng.standard_normal((10, 3)), rng.standard_normal((10, 4))
+    >>> st = transform_statistics(X[:6], Ybar[:6]) + transform_statistics(X[6:], Ybar[6:])
+    >>> bool(np.allclose(st.cross, Ybar.T @ X)), st.n_samples
+    (True, 10)
+    """
+
+    gram: np.ndarray
+    cross: np.ndarray
+    target_sq: float
+    n_samples: int
+    dtype: np.dtype
+
+    @property
+    def n_features(self):
+        """N, the input dimension."""
+        return self.gram.shape[0]
+
+    @property
+    def n_components(self):
+        """M, the transform dimension."""
+        return self.cross.shape[0]
+
+    def __add__(self, other):
+        if not isinstance(other, TransformStatistics):
+            return NotImplemented
+        if other.cross.shape != self.cross.shape:
+            raise ValueError(f"cannot add statistics of shapes {self.cross.shape} and "
+                             f"{other.cross.shape}")
+        return TransformStatistics(self.gram + other.gram, self.cross + other.cross,
+                                   self.target_sq + other.target_sq,
+                                   self.n_samples + other.n_samples,
+                                   np.result_type(self.dtype, other.dtype))
+
+
+def transform_statistics(X, Ybar):
+    """Sufficient statistics ``X^T X``, ``Ybar^T X`` and ``||Ybar||_F^2`` of the Stage-3 problem.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, N)
+        Data, samples as rows (float32 or float64; other numeric types become float64).
+    Ybar : array-like of shape (n, M)
+        Target representations (``(Y + T) / 2`` in the algorithm).
+
+    Returns
+    -------
+    stats : TransformStatistics
+        Computed in float64; ``stats.dtype`` records the dtype of ``X``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._transform import transform_statistics
+    >>> X = np.eye(3, dtype=np.float32)
+    >>> st = transform_statistics(X, np.ones((3, 5)))
+    >>> st.gram.shape, st.cross.shape, st.target_sq, st.dtype
+    ((3, 3), (5, 3), 15.0, dtype('float32'))
+    """
+    X = as_float_array(X, "X", ndim=2)
+    Ybar = as_float_array(Ybar, "Ybar", ndim=2)
+    if Ybar.shape[0] != X.shape[0]:
+        raise ValueError(f"X and Ybar must have the same number of rows, got {X.shape[0]} and "
+                         f"{Ybar.shape[0]}")
+    dtype = X.dtype
+    X64 = X.astype(np.float64, copy=False)
+    Y64 = Ybar.astype(np.float64, copy=False)
+    gram = X64.T @ X64
+    gram = 0.5 * (gram + gram.T)
+    cross = Y64.T @ X64
+    target_sq = float(np.vdot(Y64, Y64))
+    return TransformStatistics(gram, cross, target_sq, X.shape[0], np.dtype(dtype))
+
+
+def _resolve_stats(X, Ybar, stats):
+    if stats is not None:
+        if X is not None or Ybar is not None:
+            raise ValueError("give either X and Ybar or stats=, not both")
+        if not isinstance(stats, TransformStatistics):
+            raise TypeError(f"stats: expected TransformStatistics, got {type(stats).__name__}")
+        return stats
+    if X is None or Ybar is None:
+        raise ValueError("X and Ybar are required when stats= is not given")
+    return transform_statistics(X, Ybar)
+
+
+def _check_lambdas(lambda2, lambda3, lambda4):
+    return (check_scalar(lambda2, "lambda2", low=0.0), check_scalar(lambda3, "lambda3", low=0.0),
+            check_scalar(lambda4, "lambda4", low=0.0))
+
+
+def _check_A(A, M, N, name="A"):
+    A = as_float_array(A, name, ndim=2)
+    if M is not None and A.shape != (M, N):
+        raise ValueError(f"{name}: expected shape {(M, N)}, got {A.shape}")
+    if A.shape[0] < A.shape[1]:
+        raise ValueError(f"{name}: expected M >= N (overcomplete), got shape {A.shape}")
+    return A
+
+
+# --------------------------------------------------------------------------------------------
+# Objective and gradient
+# --------------------------------------------------------------------------------------------
+def _regulariser(S, M, lambda2, lambda3, lambda4):
+    """lambda2/2 tr S + lambda3/2 (||S||^2 - 2 tr S + M) - lambda4 logdet S, with S = A^T A."""
+    tr = float(np.trace(S))
+    val = 0.5 * lambda2 * tr + 0.5 * lambda3 * (float(np.vdot(S, S)) - 2.0 * tr + M)
+    if lambda4 != 0.0:
+        try:
+            L = np.linalg.cholesky(S)
+        except np.linalg.LinAlgError:
+            return np.inf
+        d = np.diagonal(L)
+        if not np.all(d > 0):
+            return np.inf
+        val -= lambda4 * 2.0 * float(np.sum(np.log(d)))
+    return val
+
+
+def _objective_parts(A, S, stats, lambda2, lambda3, lambda4):
+    """f(A) from the statistics, with S = A^T A given: 1/2<G, S> - <B0, A> + 1/2||Ybar||^2 + R."""
+    data = 0.5 * float(np.vdot(stats.gram, S)) - float(np.vdot(stats.cross, A)) \
+        + 0.5 * stats.target_sq
+    return data + _regulariser(S, A.shape[0], lambda2, lambda3, lambda4)
+
+
+def transform_objective(A, X=None, Ybar=None, lambda2=16.0, lambda3=16.0, lambda4=16.0, *,
+                        stats=None):
+    """Stage-3 objective ``f(A)``.
+
+    ``f(A) = 1/2 ||X A^T - Ybar||_F^2 + lambda2/2 ||A||_F^2 + lambda3/2 ||A A^T - I||_F^2
+    - lambda4 log det(A^T A)``.
+
+    Parameters
+    ----------
+    A : array-like of shape (M, N)
+        Linear map, ``M >= N``.
+    X : array-like of shape (n, N), optional
+        Data (rows are samples). Omit when ``stats`` is given.
+    Ybar : array-like of shape (n, M), optional
+        Target. Omit when ``stats`` is given.
+    lambda2, lambda3, lambda4 : float, default 16.0
+        Weights of the Frobenius norm, of the near-orthogonality term and of the log-determinant.
+    stats : TransformStatistics, optional
+        Precomputed :func:`transform_statistics` to use instead of ``X`` and ``Ybar``.
+
+    Returns
+    -------
+    f : float
+        ``+inf`` when ``lambda4 > 0`` and ``A^T A`` is singular.
+
+    Notes
+    -----
+    ``||A A^T - I||_F^2`` is evaluated through the N x N Gram ``S = A^T A`` as
+    ``||S||_F^2 - 2 tr S + M``, and ``log det S`` through a Cholesky factor. With ``X`` and
+    ``Ybar`` the data term is the residual norm itself; with ``stats`` it is the expansion
+    ``1/2 <G, S> - <B0, A> + 1/2 ||Ybar||^2``, which loses absolute accuracy ~eps ||Ybar||^2 when
+    the residual is tiny.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._transform import transform_objective
+    >>> X = np.eye(2)
+    >>> A = np.eye(2)
+    >>> transform_objective(A, X, X, 1.0, 1.0, 1.0)   # 0 + 1/2 * 2 + 0 - log 1
+    1.0
+    """
+    lambda2, lambda3, lambda4 = _check_lambdas(lambda2, lambda3, lambda4)
+    A = _check_A(A, None, None).astype(np.float64, copy=False)
+    S = A.T @ A
+    if stats is None:
+        if X is None or Ybar is None:
+            raise ValueError("X and Ybar are required when stats= is not given")
+        X = as_float_array(X, "X", ndim=2).astype(np.float64, copy=False)
+        Ybar = as_float_array(Ybar, "Ybar", ndim=2).astype(np.float64, copy=False)
+        if X.shape[1] != A.shape[1] or Ybar.shape != (X.shape[0], A.shape[0]):
+            raise ValueError(f"shapes do not match: A {A.shape}, X {X.shape}, Ybar {Ybar.shape}")
+        R = X @ A.T - Ybar
+        return 0.5 * float(np.vdot(R, R)) + _regulariser(S, A.shape[0], lambda2, lambda3,
+                                                          lambda4)
+    stats = _resolve_stats(X, Ybar, stats)
+    if stats.cross.shape != A.shape:
+        raise ValueError(f"A: expected shape {stats.cross.shape}, got {A.shape}")
+    return _objective_parts(A, S, stats, lambda2, lambda3, lambda4)
+
+
+def transform_gradient(A, X=None, Ybar=None, lambda2=16.0, lambda3=16.0, lambda4=16.0, *,
+                       stats=None):
+    """Gradient of :func:`transform_objective` with respect to ``A``.
+
+    ``grad = (X A^T - Ybar)^T X + lambda2 A + 2 lambda3 (A A^T - I) A - 2 lambda4 A (A^T A)^{-1}``,
+    evaluated as ``A G - B0 + lambda2 A + 2 lambda3 (A S - A) - 2 lambda4 A S^{-1}`` with
+    ``G = X^T X``, ``B0 = Ybar^T X``, ``S = A^T A``.
+
+    Parameters
+    ----------
+    A : array-like of shape (M, N)
+    X : array-like of shape (n, N), optional
+    Ybar : array-like of shape (n, M), optional
+    lambda2, lambda3, lambda4 : float, default 16.0
+    stats : TransformStatistics, optional
+        Use instead of ``X`` and ``Ybar``.
+
+    Returns
+    -------
+    grad : ndarray of shape (M, N), float64
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        When ``lambda4 > 0`` and ``A^T A`` is singular.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._transform import transform_gradient
+    >>> # f(A) = 1/2||A - I||^2 + 1/2||A||^2 + 1/2||A A^T - I||^2 - log det(A^T A), A = a I
+    >>> g = transform_gradient(np.eye(2), np.eye(2), np.eye(2), 1.0, 1.0, 1.0)
+    >>> g   # 0 + A + 0 - 2 A
+    array([[-1.,  0.],
+           [ 0., -1.]])
+    """
+    lambda2, lambda3, lambda4 = _check_lambdas(lambda2, lambda3, lambda4)
+    A = _check_A(A, None, None).astype(np.float64, copy=False)
+    stats = _resolve_stats(X, Ybar, stats)
+    if stats.cross.shape != A.shape:
+        raise ValueError(f"A: expected shape {stats.cross.shape}, got {A.shape}")
+    S = A.T @ A
+    grad = A @ stats.gram - stats.cross + lambda2 * A + 2.0 * lambda3 * (A @ S - A)
+    if lambda4 != 0.0:
+        # A S^{-1} = (S^{-1} A^T)^T
+        grad -= 2.0 * lambda4 * np.linalg.solve(S, A.T).T
+    return grad
+
+
+# --------------------------------------------------------------------------------------------
+# The per-direction quartic
+# --------------------------------------------------------------------------------------------
+def transform_singular_values(s, c, lambda2=16.0, lambda3=16.0, lambda4=16.0):
+    """Singular values of the exact Stage-3 step: the positive root of the per-direction quartic.
+
+    For each direction ``i``, returns the minimiser over ``s' >= 0`` of
+    ``phi(s') = (c_i + lambda2)/2 s'^2 - s_i s' + lambda3/2 (s'^2 - 1)^2 - lambda4 log s'^2``,
+    i.e. the unique positive root of
+    ``2 lambda3 s'^4 + (c_i + lambda2 - 2 lambda3) s'^2 - s_i s' - 2 lambda4 = 0``.
+
+    Parameters
+    ----------
+    s : array-like
+        Singular values ``s_i >= 0`` of the target ``B``.
+    c : float or array-like
+        Curvature of the data term (``lambda_max(X^T X)`` or per direction), broadcast with ``s``.
+    lambda2, lambda3, lambda4 : float, default 16.0
+
+    Returns
+    -------
+    s_new : ndarray of float64, broadcast shape of ``s`` and ``c``
+
+    Notes
+    -----
+    Write ``a = c + lambda2 - 2 lambda3`` and ``p(x) = 2 lambda3 x^4 + a x^2 - s x - 2 lambda4``;
+    then ``phi'(x) = p(x) / x``.
+
+    *Exactly one positive root (lambda3 > 0, lambda4 > 0).* The nonzero coefficients of ``p`` in
+    descending order have the signs ``(+, sign(a), -, -)`` (the ``-s`` term is absent when
+    ``s = 0``), which is one sign change whatever the sign of ``a``; by Descartes' rule of signs
+    ``p`` has exactly one positive root ``r``. As ``p(0) = -2 lambda4 < 0``, ``phi`` decreases on
+    ``(0, r)`` and increases after: ``r`` is the global minimiser (``phi -> +inf`` at ``0+``).
+
+    *Newton from above converges monotonically.* At the root,
+    ``2 lambda3 r^4 + a r^2 = s r + 2 lambda4 > 0``, so ``r^2 > -a / (2 lambda3)`` and
+    ``p''(x) = 24 lambda3 x^2 + 2 a > 0`` for ``x >= r``: ``p`` is convex and increasing on
+    ``[r, inf)``. Newton's iteration started at any ``x0 >= r`` therefore decreases monotonically
+    to ``r`` and never crosses it (the tangent lies below a convex function), with quadratic
+    convergence at the simple root. Upper bounds used as ``x0`` (each makes ``p(x0) >= 0``):
+    ``max(sqrt(1.5 a^-/lambda3), (1.5 s/lambda3)^(1/3), (3 lambda4/lambda3)^(1/4))`` (each
+    negative term is at most ``2/3`` of ``2 lambda3 x^4``), and, when ``a > 0``, the positive
+    root of ``a x^2 - s x - 2 lambda4`` (since ``p(x) >= a x^2 - s x - 2 lambda4``).
+
+    *lambda4 = 0.* Then ``phi'(x) = g(x) = 2 lambda3 x^3 + a x - s``, convex on ``x >= 0`` with
+    ``g(0) = -s <= 0``; the minimiser is the largest nonnegative root of ``g`` (``0`` when
+    ``s = 0`` and ``a >= 0``), again reached by Newton from an upper bound.
+    *lambda3 = 0.* ``p`` is the quadratic ``a x^2 - s x - 2 lambda4`` (needs ``a > 0``), solved in
+    closed form.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._transform import transform_singular_values
+    >>> r = transform_singular_values([0.0, 1.0, 10.0], 1.0, 1.0, 1.0, 1.0)
+    >>> p = 2 * r**4 + (1 + 1 - 2) * r**2 - np.array([0.0, 1.0, 10.0]) * r - 2
+    >>> bool(np.all(r > 0)), bool(np.allclose(p, 0))
+    (True, True)
+    """
+    lambda2, lambda3, lambda4 = _check_lambdas(lambda2, lambda3, lambda4)
+    t = np.asarray(s, dtype=np.float64)
+    cc = np.asarray(c, dtype=np.float64)
+    if np.any(t < 0) or not np.all(np.isfinite(t)):
+        raise ValueError("s: singular values must be finite and >= 0")
+    if not np.all(np.isfinite(cc)):
+        raise ValueError("c: must be finite")
+    t, a = np.broadcast_arrays(t, cc + (lambda2 - 2.0 * lambda3))
+    t = t.astype(np.float64, copy=True)
+    a = a.astype(np.float64, copy=True)
+
+    if lambda3 == 0.0:
+        if np.any(a <= 0):
+            raise ValueError("the objective is unbounded below: lambda3 = 0 needs c + lambda2 > 0")
+        if lambda4 > 0:
+            return (t + np.sqrt(t * t + 8.0 * a * lambda4)) / (2.0 * a)
+        return t / a
+
+    a_neg = np.maximum(-a, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if lambda4 > 0:
+            x = np.maximum.reduce([np.sqrt(1.5 * a_neg / lambda3), np.cbrt(1.5 * t / lambda3),
+                                   np.full_like(t, (3.0 * lambda4 / lambda3) ** 0.25)])
+            quad = np.where(a > 0, (t + np.sqrt(t * t + 8.0 * a * lambda4)) / (2.0 * a), np.inf)
+        else:
+            x = np.maximum(np.sqrt(a_neg / lambda3), np.cbrt(t / lambda3))
+            quad = np.where(a > 0, t / a, np.inf)
+    x = np.minimum(x, quad)
+
+    two_l3 = 2.0 * lambda3
+    for _ in range(200):
+        x2 = x * x
+        if lambda4 > 0:
+            fx = ((two_l3 * x2 + a) * x - t) * x - 2.0 * lambda4
+            dfx = (4.0 * two_l3 * x2 + 2.0 * a) * x - t
+        else:
+            fx = (two_l3 * x2 + a) * x - t
+            dfx = 3.0 * two_l3 * x2 + a
+        ok = (fx > 0) & (dfx > 0)
+        step = np.where(ok, fx / np.where(ok, dfx, 1.0), 0.0)
+        x = np.maximum(x - step, 0.0)
+        if not np.any(step > 4.0 * _EPS * x):
+            break
+    return x
+
+
+# --------------------------------------------------------------------------------------------
+# The exact step
+# --------------------------------------------------------------------------------------------
+def _orthonormal_completion(W, U_strong, rng):
+    """Orthonormalise the columns of ``W`` (M x k) against ``U_strong`` and among themselves.
+
+    Gram-Schmidt semantics (column j is combined from columns 1..j only, signs kept), so the
+    columns should come in order of decreasing importance. A column lost in the projection is
+    replaced by a random one. Uses CholeskyQR2 (two Gram + Cholesky passes: fast, and accurate
+    because the normalised columns are nearly orthogonal); Householder QR as the fallback.
+    """
+    M, k = W.shape
+    Z = W.copy()
+    for _ in range(4):
+        for _ in range(2):  # "twice is enough"
+            if U_strong.shape[1]:
+                Z -= U_strong @ (U_strong.T @ Z)
+        norms = np.linalg.norm(Z, axis=0)
+        lost = ~(norms > 1e-6)
+        if np.any(lost):
+            Z = np.where(lost, rng.standard_normal((M, k)) / np.sqrt(M), Z)
+            continue
+        Z /= norms
+        try:
+            for _ in range(2):
+                L = np.linalg.cholesky(Z.T @ Z)
+                d = np.diagonal(L)
+                if not np.all(d > 1e-6 * d.max()):
+                    raise np.linalg.LinAlgError("ill-conditioned")
+                Z = solve_triangular(L, Z.T, lower=True, check_finite=False).T  # Z L^{-T}
+            return Z
+        except np.linalg.LinAlgError:
+            Q, R = np.linalg.qr(Z)
+            d = np.diagonal(R)
+            lost = ~(np.abs(d) > 1e-8)
+            if not np.any(lost):
+                return Q * np.where(d < 0, -1.0, 1.0)
+            Z = np.where(lost, rng.standard_normal((M, k)) / np.sqrt(M), Q)
+    raise np.linalg.LinAlgError("could not complete an orthonormal basis")
+
+
+def _refine_weak(B, Vw, floor):
+    """Accurate singular directions of ``B`` inside the span of ``Vw`` (its weak subspace).
+
+    The Gram route resolves singular values only down to ~sqrt(eps) s_max, and rotations inside
+    a cluster of small ones to ~eps s_max^2 / gap. The span of the weak eigenvectors is accurate
+    though, so re-solve the eigenproblem of ``W = B Vw`` (M x k) from ``W`` itself, recursively
+    on the part that is still weak relative to the current level, down to ``floor``. Returns
+    ``W = B Vw`` and ``Vw``, rotated, with column norms (the singular values) in decreasing order.
+    """
+    W = B @ Vw
+    Vw = Vw.copy()
+    start, k = 0, Vw.shape[1]
+    while start < k:
+        sub = W[:, start:]
+        w, R = np.linalg.eigh(sub.T @ sub)
+        R = R[:, ::-1]
+        W[:, start:] = sub @ R
+        Vw[:, start:] = Vw[:, start:] @ R
+        sv = np.sqrt(np.maximum(w[::-1], 0.0))
+        if not sv[0] > floor:  # only noise left: completed at random by the caller
+            break
+        below = np.flatnonzero(sv < _BAND * sv[0])
+        if below.size == 0:
+            break
+        start += int(below[0])
+    return W, Vw
+
+
+def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None):
+    """Exact step: argmin_A c/2||A||^2 - <B, A> + R(A), through the N x N eigenproblem of B^T B.
+
+    With ``gram`` given, ``c`` is ignored and the per-direction curvature
+    ``c_i = v_i^T gram v_i`` is used (the "approximate closed form").
+    Returns ``A = U diag(s') V^T`` (M x N, float64).
+    """
+    M, N = B.shape
+    w, V = np.linalg.eigh(B.T @ B)
+    w, V = w[::-1], V[:, ::-1]  # descending
+    s = np.sqrt(np.maximum(w, 0.0))
+    s_max = s[0] if N else 0.0
+    strong = s > _BAND * s_max if s_max > 0 else np.zeros(N, dtype=bool)
+    weak = ~strong
+
+    def curvature(Vx):
+        if gram is None:
+            return np.full(Vx.shape[1], float(c))
+        return np.einsum("ij,ij->j", Vx, gram @ Vx)
+
+    A = None
+    U_s = np.zeros((M, 0))
+    if np.any(strong):
+        Vs, ss = V[:, strong], s[strong]
+        sp = transform_singular_values(ss, curvature(Vs), lambda2, lambda3, lambda4)
+        H = (Vs * (sp / ss)) @ Vs.T  # A_strong = B Vs diag(s'/s) Vs^T = U_s diag(s') Vs^T
+        A = B @ H
+        if np.any(weak):
+            U_s = (B @ Vs) / ss
+    if np.any(weak):
+        # U on the weak subspace: refined directions, then an explicit orthonormalisation
+        # against U_s (random completion where B has no usable direction)
+        W, Vw = _refine_weak(B, V[:, weak], _ZERO * s_max)
+        norms = np.linalg.norm(W, axis=0)
+        rng = np.random.default_rng(0)
+        usable = norms > _ZERO * s_max if s_max > 0 else np.zeros(Vw.shape[1], dtype=bool)
+        Z = np.where(usable, W / np.where(usable, norms, 1.0),
+                     rng.standard_normal(W.shape) / np.sqrt(M))
+        Uw = _orthonormal_completion(Z, U_s, rng)
+        # linear coefficient of each direction: u_i^T B v_i (>= 0 after the sign fix)
+        tw = np.where(usable, np.maximum(np.einsum("ij,ij->j", Uw, W), 0.0), 0.0)
+        spw = transform_singular_values(tw, curvature(Vw), lambda2, lambda3, lambda4)
+        A_weak = Uw @ (spw[:, None] * Vw.T)
+        A = A_weak if A is None else A + A_weak
+    return A
+
+
+# --------------------------------------------------------------------------------------------
+# The update
+# --------------------------------------------------------------------------------------------
+def _lambda_max(G):
+    if G.shape[0] == 0:
+        return 0.0
+    lam = float(np.linalg.eigvalsh(G)[-1])
+    return max(lam, 0.0) * _C_INFLATE
+
+
+def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerate):
+    """Closed-form start + MM steps on the statistics. Returns (A float64, history list)."""
+    G, B0 = stats.gram, stats.cross
+
+    def evaluate(A):
+        return _objective_parts(A, A.T @ A, stats, lambda2, lambda3, lambda4)
+
+    candidates = []
+    if init in ("best", "closed_form") or A_start is None:
+        A_cf = _closed_form(B0, None, lambda2, lambda3, lambda4, gram=G)
+        candidates.append((evaluate(A_cf), 0, A_cf))
+    if A_start is not None and init in ("best", "current"):
+        candidates.append((evaluate(A_start), 1, A_start))
+    f, _, A = min(candidates, key=lambda item: (item[0], item[1]))
+    history = [f]
+    if n_steps == 0:
+        return A, history
+
+    c = _lambda_max(G)
+    if lambda3 == 0.0 and c + lambda2 <= 0.0:
+        raise ValueError("the objective is unbounded below: lambda3 = 0 needs "
+                         "lambda_max(X^T X) + lambda2 > 0")
+
+    def step_from(Z, ZG):
+        B = c * Z
+        B += B0
+        B -= ZG  # B = B0 - Z (G - c I): the surrogate of f at Z
+        return _closed_form(B, c, lambda2, lambda3, lambda4)
+
+    def extrapolate(X1, X0, beta):
+        out = X1 - X0
+        out *= beta
+        out += X1
+        return out
+
+    AG = A @ G
+    A_prev, AG_prev = A, AG
+    t = 1.0
+    for _ in range(n_steps):
+        A_new = None
+        t_next = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
+        beta = (t - 1.0) / t_next if accelerate else 0.0
+        if beta > 0.0:
+            # FISTA-type extrapolation; kept only if it decreases f (else: restart)
+            A_try = step_from(extrapolate(A, A_prev, beta), extrapolate(AG, AG_prev, beta))
+            f_try = evaluate(A_try)
+            if f_try <= f:
+                A_new, f_new = A_try, f_try
+            else:
+                t_next = 1.0
+        if A_new is None:
+            # plain MM step from A: f(A_new) <= f(A) by the majorisation
+            A_new = step_from(A, AG)
+            f_new = evaluate(A_new)
+        history.append(f_new)
+        if not f_new <= f:  # never accept an increase (rounding at convergence, or NaN)
+            break
+        decrease = f - f_new
+        A_prev, AG_prev = A, AG
+        A, f, t = A_new, f_new, t_next
+        if decrease <= tol * max(abs(f), np.finfo(np.float64).tiny):
+            break
+        AG = A @ G
+    return A, history
+
+
+def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, lambda4=16.0,
+                     n_steps=30, tol=1e-9, init="best", accelerate=True, stats=None,
+                     online_rate=None, sample_fraction=None, random_state=None,
+                     return_history=False):
+    """Stage-3 update of the linear map: approximately minimise :func:`transform_objective`.
+
+    Starts from the approximate closed form (or from ``A`` when that is better, see ``init``) and
+    refines it by majorise-minimise steps, each an exact closed-form step on a surrogate, until
+    ``n_steps`` steps or a relative objective decrease below ``tol``.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, N), optional
+        Data, samples as rows. Omit when ``stats`` is given.
+    Ybar : array-like of shape (n, M), optional
+        Target, ``(Y + T) / 2`` in the algorithm (``(Y + lambda_a T) / (1 + lambda_a)`` in general).
+    A : array-like of shape (M, N), optional
+        Current map: a candidate starting point and the anchor of the online variant.
+    lambda2, lambda3, lambda4 : float, default 16.0
+        Regulariser weights (paper defaults).
+    n_steps : int, default 30
+        Maximum number of MM steps (0: closed form / best start only).
+    tol : float, default 1e-9
+        Stop when ``(f_k - f_{k+1}) <= tol * |f_{k+1}|``.
+    init : {"best", "closed_form", "current"}, default "best"
+        Starting point of the MM steps: the approximate closed form, the given ``A``, or the one
+        of the two with the lower objective (then the result is never worse than ``A``).
+    accelerate : bool, default True
+        Extrapolate between MM steps (FISTA-type momentum on the surrogate's centre). A step
+        from the extrapolated point is kept only if it decreases ``f``; otherwise the momentum is
+        reset and the plain MM step from the current iterate is taken, so the iteration stays
+        monotone. Much faster when ``X^T X`` is ill-conditioned (images), see Notes. With
+        ``False``: the plain MM iteration of the design note.
+    stats : TransformStatistics, optional
+        Precomputed :func:`transform_statistics` to use instead of ``X`` and ``Ybar``.
+    online_rate : float in [0, 1], optional
+        Paper's online variant: return ``(1 - rho) A + rho A_hat`` with ``rho = online_rate`` and
+        ``A_hat`` the batch update. Needs ``A``.
+    sample_fraction : float in (0, 1], optional
+        Compute ``A_hat`` on a random subset of ``round(sample_fraction * n)`` rows (paper:
+        85-90%). Needs ``X`` and ``Ybar`` (not ``stats``).
+    random_state : int, RandomState instance or None
+        Seed of the row subset.
+    return_history : bool, default False
+        Also return the objective values: ``history[0]`` at the start, ``history[k]`` after
+        step ``k``. A step that would increase ``f`` (rounding at convergence) ends the
+        iteration: it is recorded as the last entry and rejected (``A_new`` is the iterate of
+        ``history[-2]`` then).
+
+    Returns
+    -------
+    A_new : ndarray of shape (M, N)
+        In the dtype of ``X`` (float32 or float64).
+    history : ndarray of float64
+        Only with ``return_history=True``; for the online variant, the history of ``A_hat``.
+
+    Notes
+    -----
+    Majorisation (row convention): with ``G = X^T X``, ``B0 = Ybar^T X`` and
+    ``c >= lambda_max(G)``, ``1/2||X A^T - Ybar||^2 <= const + c/2||A||^2 - <B_k, A>`` with
+    equality at ``A_k``, where ``B_k = B0 - A_k (G - c I)``. Each step minimises the surrogate
+    exactly: ``B_k = U diag(s) V^T``, ``A_{k+1} = U diag(s') V^T`` with ``s'`` from
+    :func:`transform_singular_values`. Hence ``f(A_{k+1}) <= f(A_k)``; the computed objective is
+    also checked and the best iterate kept. The SVD is taken through the N x N eigenproblem of
+    ``B_k^T B_k``; a step costs a few M x N x N products and one N x N ``eigh``.
+    When ``X^T X = c I`` the closed-form start is already the exact minimiser.
+
+    The plain MM rate in an eigendirection of ``G`` with eigenvalue ``g`` is about
+    ``1 - (g + mu) / (c + mu)`` (``mu`` the regulariser's curvature): slow for ill-conditioned
+    ``X^T X`` (images). ``accelerate=True`` (default) takes each step from the extrapolated point
+    ``A_k + beta_k (A_k - A_{k-1})`` (FISTA weights) and falls back to the plain step, resetting
+    the momentum, whenever that would not decrease ``f``. On COIL-20 at the paper's size the
+    relative gap to the optimum after 30 steps is ~2e-6 accelerated, ~1e-4 plain.
+
+    With ``init="best"`` and ``A`` given, ``f(A_new) <= f(A)``: the Stage-3 update never
+    increases the objective of the alternating algorithm (batch variant only).
+
+    The objective values (history, monotonicity check) are computed from the statistics as
+    ``1/2 <G, A^T A> - <B0, A> + 1/2 ||Ybar||^2 + R(A)``.
+
+    The online variant (``online_rate`` / ``sample_fraction``) is implemented literally as in the
+    paper; it is **not** monotone in general: neither the subset update nor the convex
+    combination needs to decrease ``f`` on the full data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._transform import update_transform, transform_objective
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((40, 4))
+    >>> Ybar = rng.standard_normal((40, 6))
+    >>> A0 = rng.standard_normal((6, 4))
+    >>> A1, hist = update_transform(X, Ybar, A0, lambda2=1.0, lambda3=1.0, lambda4=1.0,
+    ...                             return_history=True)
+    >>> A1.shape, bool(hist[-1] < hist[0])
+    ((6, 4), True)
+    >>> bool(transform_objective(A1, X, Ybar, 1.0, 1.0, 1.0)
+    ...      < transform_objective(A0, X, Ybar, 1.0, 1.0, 1.0))
+    True
+    """
+    lambda2, lambda3, lambda4 = _check_lambdas(lambda2, lambda3, lambda4)
+    n_steps = check_scalar(n_steps, "n_steps", low=0, integer=True)
+    tol = check_scalar(tol, "tol", low=0.0)
+    init = check_choice(init, "init", {"best", "closed_form", "current"})
+    if sample_fraction is not None:
+        sample_fraction = check_scalar(sample_fraction, "sample_fraction", low=0.0,
+                                       low_inclusive=False, high=1.0)
+        if stats is not None:
+            raise ValueError("sample_fraction needs X and Ybar, not stats=")
+    if online_rate is not None:
+        online_rate = check_scalar(online_rate, "online_rate", low=0.0, high=1.0)
+        if A is None:
+            raise ValueError("online_rate needs the current A")
+
+    if sample_fraction is not None:
+        X = as_float_array(X, "X", ndim=2)
+        Ybar = as_float_array(Ybar, "Ybar", ndim=2)
+        n = X.shape[0]
+        if Ybar.shape[0] != n:
+            raise ValueError(f"X and Ybar must have the same number of rows, got {n} and "
+                             f"{Ybar.shape[0]}")
+        m = min(n, max(1, int(round(sample_fraction * n))))
+        rng = check_random_state(random_state)
+        rows = np.sort(rng.choice(n, size=m, replace=False))
+        stats = transform_statistics(X[rows], Ybar[rows])
+    else:
+        stats = _resolve_stats(X, Ybar, stats)
+    M, N = stats.cross.shape
+    if M < N:
+        raise ValueError(f"expected M >= N (overcomplete), got M = {M} rows of Ybar^T X and "
+                         f"N = {N}")
+    if init == "current" and A is None:
+        raise ValueError("init='current' needs A")
+    A64 = None if A is None else _check_A(A, M, N).astype(np.float64, copy=False)
+
+    A_hat, history = _mm(stats, A64, lambda2, lambda3, lambda4, n_steps, tol, init,
+                         bool(accelerate))
+    if online_rate is not None:
+        A_hat = (1.0 - online_rate) * A64 + online_rate * A_hat
+    A_out = A_hat.astype(stats.dtype, copy=False)
+    if return_history:
+        return A_out, np.asarray(history, dtype=np.float64)
+    return A_out
+
+
+def identity_transform(N, dtype=np.float64):
+    """The identity map ``A = I_N`` (M = N): the algorithm without a learned transform.
+
+    Parameters
+    ----------
+    N : int
+        Input dimension.
+    dtype : dtype, default float64
+
+    Returns
+    -------
+    A : ndarray of shape (N, N)
+
+    Examples
+    --------
+    >>> from ntnumba._transform import identity_transform
+    >>> identity_transform(2)
+    array([[1., 0.],
+           [0., 1.]])
+    """
+    N = check_scalar(N, "N", low=1, integer=True)
+    return np.eye(N, dtype=dtype)
