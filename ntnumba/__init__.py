@@ -2,6 +2,9 @@
 
 Implements Kostadinov et al., "Clustering with Jointly Learned Nonlinear Transforms Over
 Discriminating Min-Max Similarity/Dissimilarity Assignment" (2019).
+
+Public API: :class:`NTClustering` (scikit-learn estimator), :func:`load` (saved models),
+:mod:`ntnumba.kernels` (arrays in, arrays out), :mod:`ntnumba.datasets`, :mod:`ntnumba.metrics`.
 """
 from importlib.metadata import PackageNotFoundError, version as _version
 
@@ -10,6 +13,8 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
     __version__ = "0+unknown"
 
-from . import kernels  # noqa: E402
+from . import datasets, kernels, metrics  # noqa: E402
+from ._estimator import NTClustering  # noqa: E402
+from ._persistence import load  # noqa: E402
 
-__all__ = ["kernels", "__version__"]
+__all__ = ["NTClustering", "datasets", "kernels", "load", "metrics", "__version__"]

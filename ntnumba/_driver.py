@@ -1,0 +1,199 @@
+"""The alternating driver: Stage 1 (assignment), Stage 2 (theta), Stage 3 (A), repeated.
+
+A thin Python loop in the spirit of scikit-learn's ``_kmeans_single_lloyd``: the compiled
+kernels do one stage each; this module initialises, alternates, records the full objective of
+the learning problem, checks convergence, prints progress and keeps the last complete iterate
+when interrupted.
+"""
+import sys
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ._stage1 import assign
+from ._theta import prior_up, theta_objective, update_theta
+from ._transform import _regulariser, update_transform
+
+
+@dataclass
+class Params:
+    """Hyper-parameters of one fit (validated by the estimator)."""
+
+    n_clusters: int
+    n_components: int
+    n_similarity: int = 2
+    lambda0: float = 0.03
+    lambda1: float = 0.03
+    lambda_e: float = 0.001
+    lambda_a: float = 1.0
+    lambda2: float = 16.0
+    lambda3: float = 16.0
+    lambda4: float = 16.0
+    learn_transform: bool = True
+    rule: str = "objective"
+    online_fraction: float = None
+    online_rate: float = 0.5
+    init: str = "k-means++"
+    max_iter: int = 100
+    tol: float = 1e-4
+    transform_steps: int = 30
+
+
+@dataclass
+class State:
+    """One complete iterate of the alternating algorithm."""
+
+    A: np.ndarray
+    tau: np.ndarray
+    nu: np.ndarray
+    labels: np.ndarray = None
+    similarity_labels: np.ndarray = None
+    objective_history: list = field(default_factory=list)
+    n_iter: int = 0
+    reseeded: list = field(default_factory=list)
+    interrupted: bool = False
+
+    def copy(self):
+        return replace(self, A=self.A.copy(), tau=self.tau.copy(), nu=self.nu.copy(),
+                       labels=None if self.labels is None else self.labels.copy(),
+                       similarity_labels=(None if self.similarity_labels is None
+                                          else self.similarity_labels.copy()),
+                       objective_history=list(self.objective_history),
+                       reseeded=list(self.reseeded))
+
+
+def compute_Q(X, A, learn_transform):
+    """Q = X A^T in the dtype of X (A = I: Q is X itself, no copy)."""
+    if not learn_transform and A is None:
+        return X
+    return np.ascontiguousarray(X @ A.T.astype(X.dtype, copy=False))
+
+
+def full_objective(X, A, Y, labels, sim, tau, nu, p, Q=None):
+    """Objective of the learning problem (algorithm.md) at one iterate, float64.
+
+    sum_i [1/2||q_i - y_i||^2 + lambda_a/2||q_i - tau_j1 - nu_j2||^2 + lambda0 sP + lambda1||y_i||_1]
+    + lambda_e u_p(theta) + f_d(A) (f_d only when A is learned).
+    """
+    if Q is None:
+        Q = compute_Q(X, A, p.learn_transform)
+    Q64 = np.asarray(Q, dtype=np.float64)
+    Y64 = np.asarray(Y, dtype=np.float64)
+    val = 0.5 * float(np.sum((Q64 - Y64) ** 2)) + p.lambda1 * float(np.sum(np.abs(Y64)))
+    val += theta_objective(Q, Y, labels, sim, tau, nu, lambda0=p.lambda0,
+                           lambda_a=p.lambda_a, lambda_e=p.lambda_e)
+    if p.learn_transform:
+        A64 = np.asarray(A, dtype=np.float64)
+        val += _regulariser(A64.T @ A64, A64.shape[0], p.lambda2, p.lambda3, p.lambda4)
+    return val
+
+
+def initialise(X, p, rng):
+    """Initial A, tau, nu.
+
+    ``init="random"`` is the paper's: A, tau, nu i.i.d. N(0, 1). ``init="k-means++"`` keeps the
+    random A and nu, and seeds tau by k-means++ in the transform domain (tau_c = q_s - mean nu).
+    ``init="kmeans"`` runs scikit-learn's KMeans (n_init=1) on Q for tau.
+    """
+    n, N = X.shape
+    dt = X.dtype
+    M = p.n_components if p.learn_transform else N
+    if p.learn_transform:
+        A = rng.standard_normal((M, N)).astype(dt)
+        # unit-norm rows: Q keeps the scale of X (the paper's i.i.d. N(0,1) rows have norm
+        # ~sqrt(N)); the Stage-3 prior is invariant to nothing, so this only sets the start
+        A /= np.linalg.norm(A, axis=1, keepdims=True)
+    else:
+        A = None
+    Q = compute_Q(X, A, p.learn_transform)
+    C, Cs = p.n_clusters, p.n_similarity
+    nu = rng.standard_normal((Cs, M)).astype(dt)
+    if p.init == "random":
+        tau = rng.standard_normal((C, M)).astype(dt)
+    elif p.init == "k-means++":
+        from sklearn.cluster import kmeans_plusplus
+        centers, _ = kmeans_plusplus(np.asarray(Q, dtype=np.float64), C,
+                                     random_state=rng.randint(np.iinfo(np.int32).max))
+        tau = (centers - nu.mean(axis=0)).astype(dt)
+    elif p.init == "kmeans":
+        from sklearn.cluster import KMeans
+        km = KMeans(C, n_init=1, random_state=rng.randint(np.iinfo(np.int32).max))
+        km.fit(np.asarray(Q, dtype=np.float64))
+        tau = (km.cluster_centers_ - nu.mean(axis=0)).astype(dt)
+    else:  # pragma: no cover - validated by the estimator
+        raise ValueError(f"init: unknown {p.init!r}")
+    return State(A=A, tau=np.ascontiguousarray(tau), nu=np.ascontiguousarray(nu))
+
+
+def iterate(X, state, p, rng):
+    """One complete iteration (Stages 1-3) from ``state``; returns the new state and objective."""
+    Q = compute_Q(X, state.A, p.learn_transform)
+    labels, sim, Y, _, det = assign(Q, state.tau, state.nu, p.lambda0, p.lambda1, rule=p.rule,
+                                    lambda_a=p.lambda_a, return_details=True)
+    tau, nu, info = update_theta(Q, Y, labels, sim, state.tau, state.nu, lambda0=p.lambda0,
+                                 lambda_a=p.lambda_a, lambda_e=p.lambda_e, cost=det["cost"],
+                                 return_info=True)
+    A = state.A
+    if p.learn_transform:
+        # 1/2||AX - Y||^2 + lambda_a/2||AX - T||^2 = (1 + lambda_a)/2 ||AX - Ybar||^2 + const:
+        # the Stage-3 problem in the scaling of update_transform divides the priors by 1+lambda_a
+        w = 1.0 + p.lambda_a
+        T = tau[labels] + nu[sim]
+        Ybar = (np.asarray(Y, dtype=np.float64) + p.lambda_a * T) / w
+        A = update_transform(X, Ybar, A, lambda2=p.lambda2 / w, lambda3=p.lambda3 / w,
+                             lambda4=p.lambda4 / w, n_steps=p.transform_steps,
+                             sample_fraction=p.online_fraction,
+                             online_rate=None if p.online_fraction is None else p.online_rate,
+                             random_state=rng)
+        Q = compute_Q(X, A, True)
+    obj = full_objective(X, A, Y, labels, sim, tau, nu, p, Q=Q)
+    new = State(A=A, tau=tau, nu=nu, labels=labels, similarity_labels=sim,
+                objective_history=state.objective_history + [obj], n_iter=state.n_iter + 1,
+                reseeded=state.reseeded + [(state.n_iter + 1, c) for c in info["reseeded"]])
+    return new, obj, info
+
+
+def _fmt_time(s):
+    if not np.isfinite(s):
+        return "?"
+    if s < 60:
+        return f"{s:.1f}s"
+    return f"{int(s // 60)}m{int(s % 60):02d}s"
+
+
+def run(X, state, p, rng, *, verbose=0, callback=None, stream=None):
+    """Alternate from ``state`` until ``max_iter`` or a relative decrease below ``tol``.
+
+    Returns the last complete iterate. A KeyboardInterrupt between or inside iterations stops the
+    loop and returns the last complete iterate with ``interrupted=True``. ``callback(state)`` is
+    called after every iteration; returning True stops the loop.
+    """
+    stream = sys.stderr if stream is None else stream
+    t0 = time.perf_counter()
+    start_iter = state.n_iter
+    try:
+        while state.n_iter < p.max_iter:
+            prev = state.objective_history[-1] if state.objective_history else None
+            new, obj, info = iterate(X, state, p, rng)
+            state = new
+            if verbose:
+                done = state.n_iter - start_iter
+                el = time.perf_counter() - t0
+                eta = el / done * (p.max_iter - state.n_iter)
+                change = "" if prev is None else f"  change {(prev - obj) / abs(prev):+.3e}"
+                msg = (f"iteration {state.n_iter:4d}  objective {obj:.6e}{change}  "
+                       f"elapsed {_fmt_time(el)}  eta {_fmt_time(eta)}")
+                if info["reseeded"]:
+                    msg += f"  re-seeded clusters {info['reseeded']}"
+                print(msg, file=stream, flush=True)
+            if callback is not None and callback(state):
+                break
+            if prev is not None and abs(prev - obj) <= p.tol * max(abs(prev), 1e-300):
+                break
+    except KeyboardInterrupt:
+        state = state.copy()
+        state.interrupted = True
+        if verbose:
+            print(f"interrupted: keeping iteration {state.n_iter}", file=stream, flush=True)
+    return state

@@ -1,0 +1,450 @@
+"""NTClustering: the scikit-learn style estimator over the kernels and the driver."""
+import warnings
+from contextlib import contextmanager
+
+import numba
+import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from . import _driver
+from ._stage1 import RULES, assign
+from ._validation import check_choice, check_finite, check_scalar
+
+INITS = {"random", "k-means++", "kmeans"}
+
+
+@contextmanager
+def _numba_threads(n_jobs):
+    """Map ``n_jobs`` to numba's thread count and restore it afterwards."""
+    if n_jobs is None:
+        yield
+        return
+    n_max = numba.config.NUMBA_NUM_THREADS
+    n = n_max if n_jobs == -1 else (max(1, n_max + 1 + n_jobs) if n_jobs < 0 else n_jobs)
+    n = min(n, n_max)
+    old = numba.get_num_threads()
+    numba.set_num_threads(n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(old)
+
+
+class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
+    """Clustering with jointly learned nonlinear transforms and min-max assignment.
+
+    Learns a linear map ``A`` (``n_components x n_features``), dissimilarity parameters
+    ``tau`` (one per cluster) and similarity parameters ``nu``; every sample gets
+    ``n_clusters x n_similarity`` candidate nonlinear-transform (NT) representations in closed
+    form and is assigned the cluster of the candidate with the smallest score. The three stages
+    (assignment, theta update, A update) alternate until convergence (Kostadinov et al., 2019).
+
+    Parameters
+    ----------
+    n_clusters : int, default 8
+        Number of clusters ``C`` (= number of dissimilarity parameters ``Cd``).
+    n_components : int, default 2100
+        Dimension ``M`` of the NT representations (rows of ``A``); must be >= n_features when
+        ``learn_transform=True``. Ignored when ``learn_transform=False`` (then ``M = N``).
+    n_similarity : int, default 2
+        Number of similarity parameters ``Cs`` (>= 1).
+    n_dissimilarity : None or int, default None
+        Number of dissimilarity parameters ``Cd``; only ``None`` or ``n_clusters`` (the paper's
+        setting, one tau per cluster) are supported.
+    lambda0, lambda1 : float, default 0.03
+        Weights of the min-max score and of the l1 norm of the representations.
+    lambda_e : float, default 0.001
+        Weight of the discrimination prior ``u_p`` on the parameters.
+    lambda_a : float, default 1.0
+        Weight of the adjustment term ``||A x - tau - nu||^2`` (the paper writes lambda2 both for
+        it and for ``||A||_F``; here they are separate).
+    lambda2, lambda3, lambda4 : float, default 16.0
+        Priors of ``A``: ``||A||_F^2``, ``||A A^T - I||_F^2`` and ``-log det(A^T A)``.
+    learn_transform : bool, default True
+        Learn ``A``; with False, ``A = I`` and only Stages 1 and 2 alternate.
+    assign : {"objective", "paper"}, default "objective"
+        Assignment rule. ``"paper"`` is the paper's Stage 1 (min-max score only); read literally
+        it collapses into one cluster while learning (see the user guide). ``"objective"``
+        minimises the full per-sample cost of the learning problem.
+    online_fraction : None or float in (0, 1], default None
+        Paper's online A update: ``A_hat`` from a random fraction of the samples.
+    online_rate : float in [0, 1], default 0.5
+        ``A <- (1 - rate) A + rate A_hat`` when ``online_fraction`` is set.
+    init : {"k-means++", "random", "kmeans"}, default "k-means++"
+        ``"random"``: the paper's i.i.d. N(0, 1) tau and nu. ``"k-means++"``: tau seeded by
+        k-means++ in the transform domain. ``"kmeans"``: tau from one KMeans run on ``A X``.
+    max_iter : int, default 100
+        Maximum number of iterations (the paper runs 100).
+    tol : float, default 1e-4
+        Stop when the relative change of the objective is below ``tol``.
+    n_init : int, default 1
+        Restarts from different initialisations; the one with the lowest objective is kept.
+    scaling : {"rms", None}, default "rms"
+        ``"rms"`` multiplies the data by one scalar (learned in ``fit``, kept in ``scale_``) so
+        that the mean squared feature value is 1, the scale of the paper's unit-variance images.
+        The min-max score is not scale invariant (``sigma`` grows as the 4th power of the data
+        scale, the data terms as the 2nd), so without it the same lambdas mean different models
+        for data in volts or millivolts. ``None`` uses the data as given (the paper's literal
+        setting when the images are already normalised).
+    random_state : int, RandomState instance or None, default None
+        Seed of every random draw (initialisation, online subsets).
+    n_jobs : int or None, default None
+        Numba threads during fit/predict (-1: all); restored afterwards.
+    verbose : int, default 0
+        Print one line per iteration (objective, change, elapsed, ETA) on stderr.
+    warm_start : bool, default False
+        Continue from the previous fit's parameters and iteration count (``max_iter`` counts
+        all iterations): a fit split into pieces equals an uninterrupted fit.
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_samples,)
+        Cluster of every training sample (Stage 1 with the final parameters).
+    similarity_labels_ : ndarray of shape (n_samples,)
+        Assigned similarity parameter of every training sample.
+    components_ : ndarray of shape (n_components, n_features)
+        The linear map ``A`` (the identity when ``learn_transform=False``).
+    dissimilarity_ : ndarray of shape (n_clusters, n_components)
+        ``tau``.
+    similarity_ : ndarray of shape (n_similarity, n_components)
+        ``nu``.
+    objective_history_ : ndarray
+        Full objective of the learning problem after every iteration.
+    n_iter_ : int
+        Iterations run.
+    n_features_in_ : int
+        Number of features seen during fit.
+    scale_ : float
+        The factor applied to the data before the transform (1.0 with ``scaling=None``).
+
+    Notes
+    -----
+    The full objective is non-increasing over iterations for ``assign="objective"``, batch A
+    updates and ``lambda_e = 0``; the ``lambda_e`` prior couples the tau updates (each tau update
+    ignores its appearance in the other parameters' priors), the online A update and the
+    ``"paper"`` rule are not monotone.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba import NTClustering
+    >>> rng = np.random.default_rng(0)
+    >>> centers = 5.0 * rng.standard_normal((3, 10))
+    >>> X = np.repeat(centers, 20, axis=0) + rng.standard_normal((60, 10))
+    >>> model = NTClustering(3, n_components=40, random_state=0).fit(X)
+    >>> model.labels_.shape, model.transform(X).shape
+    ((60,), (60, 40))
+    """
+
+    def __init__(self, n_clusters=8, *, n_components=2100, n_similarity=2, n_dissimilarity=None,
+                 lambda0=0.03, lambda1=0.03, lambda_e=0.001, lambda_a=1.0, lambda2=16.0,
+                 lambda3=16.0, lambda4=16.0, learn_transform=True, assign="objective",
+                 online_fraction=None, online_rate=0.5, init="k-means++", max_iter=100,
+                 tol=1e-4, n_init=1, scaling="rms", random_state=None, n_jobs=None, verbose=0,
+                 warm_start=False):
+        self.n_clusters = n_clusters
+        self.n_components = n_components
+        self.n_similarity = n_similarity
+        self.n_dissimilarity = n_dissimilarity
+        self.lambda0 = lambda0
+        self.lambda1 = lambda1
+        self.lambda_e = lambda_e
+        self.lambda_a = lambda_a
+        self.lambda2 = lambda2
+        self.lambda3 = lambda3
+        self.lambda4 = lambda4
+        self.learn_transform = learn_transform
+        self.assign = assign
+        self.online_fraction = online_fraction
+        self.online_rate = online_rate
+        self.init = init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_init = n_init
+        self.scaling = scaling
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+        self.warm_start = warm_start
+
+    # ------------------------------------------------------------------ validation
+    def _params(self, n_features):
+        C = check_scalar(self.n_clusters, "n_clusters", low=1, integer=True)
+        if self.n_dissimilarity is not None:
+            Cd = check_scalar(self.n_dissimilarity, "n_dissimilarity", low=1, integer=True)
+            if Cd != C:
+                raise ValueError(f"n_dissimilarity: only None or n_clusters ({C}) is supported "
+                                 f"(one tau per cluster), got {Cd}")
+        Cs = check_scalar(self.n_similarity, "n_similarity", low=1, integer=True)
+        M = check_scalar(self.n_components, "n_components", low=1, integer=True)
+        if not isinstance(self.learn_transform, (bool, np.bool_)):
+            raise TypeError(f"learn_transform: expected a bool, got {self.learn_transform!r}")
+        if self.learn_transform and M < n_features:
+            raise ValueError(f"n_components: must be >= n_features ({n_features}) when "
+                             f"learn_transform=True (an overcomplete map), got {M}")
+        lam = {name: check_scalar(getattr(self, name), name, low=0.0)
+               for name in ("lambda0", "lambda1", "lambda_e", "lambda_a", "lambda2", "lambda3",
+                            "lambda4")}
+        rule = check_choice(self.assign, "assign", RULES)
+        init = check_choice(self.init, "init", INITS)
+        frac = self.online_fraction
+        if frac is not None:
+            frac = check_scalar(frac, "online_fraction", low=0.0, low_inclusive=False, high=1.0)
+        rate = check_scalar(self.online_rate, "online_rate", low=0.0, high=1.0)
+        max_iter = check_scalar(self.max_iter, "max_iter", low=1, integer=True)
+        tol = check_scalar(self.tol, "tol", low=0.0)
+        check_scalar(self.n_init, "n_init", low=1, integer=True)
+        if self.n_jobs is not None:
+            nj = check_scalar(self.n_jobs, "n_jobs", integer=True)
+            if nj == 0:
+                raise ValueError("n_jobs: must be a positive integer, -1 or None, got 0")
+        check_scalar(self.verbose, "verbose", low=0, integer=True)
+        if self.scaling is not None:
+            check_choice(self.scaling, "scaling", {"rms"})
+        return _driver.Params(n_clusters=C, n_components=M, n_similarity=Cs, rule=rule,
+                              init=init, online_fraction=frac, online_rate=rate,
+                              max_iter=max_iter, tol=tol,
+                              learn_transform=bool(self.learn_transform), **lam)
+
+    def _check_X(self, X, reset):
+        """Validated 2-D float32/float64 C array (a copy only when needed; never modified).
+
+        scikit-learn's validation with every message prefixed by the argument name, then a
+        finiteness check that counts the bad entries and names the first row.
+        """
+        try:
+            X = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32],
+                              ensure_all_finite=False, ensure_min_samples=1,
+                              ensure_min_features=1, order="C")
+        except (TypeError, ValueError) as exc:
+            msg = str(exc)
+            raise type(exc)(msg if msg.startswith("X:") else f"X: {msg}") from None
+        check_finite(X, "X")
+        return X
+
+    def _rms_scale(self, X):
+        """One factor s with mean(||s x||^2) = n_features; 1.0 for all-zero data."""
+        if self.scaling is None:
+            return 1.0
+        m = float(np.max(np.abs(X)))
+        if m == 0.0:
+            return 1.0
+        Z = X / X.dtype.type(m) if X.dtype == np.float32 else X / m
+        ms = float(np.mean(np.square(Z, dtype=np.float64)))
+        return float(np.sqrt(1.0 / ms) / m)
+
+    def _scaled(self, X, scale):
+        if scale == 1.0:
+            return X
+        return X * X.dtype.type(scale)
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X, y=None, *, callback=None):
+        """Learn A, tau and nu by alternating the three stages.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data (float32 is kept in float32; other numeric types become float64).
+            Not modified.
+        y : Ignored
+            Present for API consistency.
+        callback : callable, optional
+            ``callback(estimator_state)`` after every iteration (a snapshot with ``A``, ``tau``,
+            ``nu``, ``labels``, ``objective_history``, ``n_iter``); return True to stop.
+
+        Returns
+        -------
+        self : NTClustering
+            The fitted estimator. If the fit is interrupted (KeyboardInterrupt), the estimator
+            keeps the last complete iteration and the interrupt is raised again.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ntnumba import NTClustering
+        >>> X = np.r_[np.zeros((10, 3)), np.full((10, 3), 4.0)]
+        >>> X += np.random.default_rng(0).standard_normal(X.shape) * 0.1
+        >>> NTClustering(2, n_components=12, random_state=0).fit(X).labels_.tolist().count(0)
+        10
+        """
+        X = self._check_X(X, reset=not (self.warm_start and hasattr(self, "_state")))
+        n, N = X.shape
+        p = self._params(N)
+        if n < p.n_clusters:
+            raise ValueError(f"X: n_samples={n} should be >= n_clusters={p.n_clusters}")
+        warm = self.warm_start and hasattr(self, "_state")
+        self.scale_ = self.scale_ if warm else self._rms_scale(X)
+        X = self._scaled(X, self.scale_)
+        with _numba_threads(self.n_jobs):
+            if warm:
+                state = self._state
+                rng = check_random_state(None)
+                rng.set_state(self._rng_state)
+                state = _driver.run(X, state, p, rng, verbose=self.verbose, callback=callback)
+                best, best_rng = state, rng
+            else:
+                best, best_rng = None, None
+                seeds = check_random_state(self.random_state).randint(
+                    np.iinfo(np.int32).max, size=self.n_init)
+                for s in seeds:
+                    rng = np.random.RandomState(s)
+                    state = _driver.initialise(X, p, rng)
+                    state = _driver.run(X, state, p, rng, verbose=self.verbose,
+                                        callback=callback)
+                    if not state.objective_history:
+                        if best is None:
+                            best, best_rng = state, rng
+                        if state.interrupted:
+                            break
+                        continue
+                    if best is None or not best.objective_history or (
+                            state.objective_history[-1] < best.objective_history[-1]):
+                        best, best_rng = state, rng
+                    if state.interrupted:
+                        break
+            self._finalise(X, best, best_rng, p)
+        if best.interrupted:
+            warnings.warn(f"fit interrupted: keeping iteration {best.n_iter}", RuntimeWarning)
+            raise KeyboardInterrupt
+        return self
+
+    def _finalise(self, X, state, rng, p):
+        self._state = state
+        self._rng_state = rng.get_state()
+        N = X.shape[1]
+        A = state.A if state.A is not None else np.eye(N, dtype=X.dtype)
+        self.components_ = A
+        self.dissimilarity_ = state.tau
+        self.similarity_ = state.nu
+        self.objective_history_ = np.asarray(state.objective_history, dtype=np.float64)
+        self.n_iter_ = state.n_iter
+        self._p = p
+        labels, sim, _, _ = self._stage1(X, scaled=True)
+        self.labels_ = labels
+        self.similarity_labels_ = sim
+
+    def _stage1(self, X, return_details=False, scaled=False):
+        p = self._p
+        A = self._state.A
+        if not scaled:
+            X = self._scaled(X, self.scale_)
+        Q = _driver.compute_Q(X, A, p.learn_transform)
+        return assign(Q, self.dissimilarity_, self.similarity_, p.lambda0, p.lambda1,
+                      rule=p.rule, lambda_a=p.lambda_a, return_details=return_details)
+
+    # ------------------------------------------------------------------ inference
+    def predict(self, X):
+        """Cluster of each sample: Stage 1 with the learned A, tau and nu.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,), int64
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ntnumba import NTClustering
+        >>> X = np.r_[np.zeros((10, 3)), np.full((10, 3), 4.0)]
+        >>> X += np.random.default_rng(0).standard_normal(X.shape) * 0.1
+        >>> model = NTClustering(2, n_components=12, random_state=0).fit(X)
+        >>> bool(model.predict(X[:1] + 4.0)[0] == model.labels_[-1])
+        True
+        """
+        check_is_fitted(self)
+        X = self._check_X(X, reset=False)
+        with _numba_threads(self.n_jobs):
+            return self._stage1(X)[0]
+
+    def transform(self, X):
+        """The assigned NT representations ``y`` of each sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        Y : ndarray of shape (n_samples, n_components)
+            Sparse-ish representations with ``sign(y) = sign(A x)``, in the dtype of ``X``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ntnumba import NTClustering
+        >>> X = np.random.default_rng(0).standard_normal((30, 4))
+        >>> NTClustering(2, n_components=16, random_state=0).fit(X).transform(X).shape
+        (30, 16)
+        """
+        check_is_fitted(self)
+        X = self._check_X(X, reset=False)
+        with _numba_threads(self.n_jobs):
+            return self._stage1(X)[2]
+
+    def score(self, X, y=None):
+        """Opposite of the per-sample cost of the learning problem summed over ``X``.
+
+        The cost of a sample is ``1/2||A x - y||^2 + lambda1||y||_1 + lambda0 sP +
+        lambda_a/2 ||A x - tau - nu||^2`` at its assigned candidate (higher is better, as
+        scikit-learn's ``KMeans.score``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : Ignored
+
+        Returns
+        -------
+        score : float
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ntnumba import NTClustering
+        >>> X = np.random.default_rng(0).standard_normal((30, 4))
+        >>> model = NTClustering(2, n_components=16, random_state=0).fit(X)
+        >>> bool(model.score(X) <= 0)
+        True
+        """
+        check_is_fitted(self)
+        X = self._check_X(X, reset=False)
+        with _numba_threads(self.n_jobs):
+            det = self._stage1(X, return_details=True)[4]
+        return -float(np.sum(det["cost"]))
+
+    def save(self, path):
+        """Save the fitted model to a versioned ``.npz`` file (no pickle); see :func:`ntnumba.load`.
+
+        Parameters
+        ----------
+        path : str or path-like
+            Destination; ``.npz`` is appended when missing.
+
+        Returns
+        -------
+        path : str
+            The file written.
+
+        Examples
+        --------
+        >>> import numpy as np, tempfile, os
+        >>> from ntnumba import NTClustering, load
+        >>> X = np.random.default_rng(0).standard_normal((30, 4))
+        >>> model = NTClustering(2, n_components=8, random_state=0).fit(X)
+        >>> path = model.save(os.path.join(tempfile.mkdtemp(), "model"))
+        >>> path.endswith(".npz"), load(path).n_iter_ == model.n_iter_
+        (True, True)
+        """
+        from ._persistence import save_model
+        return save_model(self, path)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags

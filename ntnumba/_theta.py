@@ -1,0 +1,1040 @@
+"""Stage 2: the update of theta = (tau, nu) given Q, Y and the assignments.
+
+Names follow ``algorithm.md`` ("Stage 2"). Samples are rows: ``Q`` (n, M), ``Y`` (n, M),
+``tau`` (Cd, M), ``nu`` (Cs, M), ``labels = j1`` in [0, Cd), ``similarity_labels = j2`` in
+[0, Cs). ``rho(y, z) = sum_j max(y_j z_j, 0)`` (= ||y- z-||_1 + ||y+ z+||_1) and
+``sigma(y, z) = ||y * z||^2``.
+
+The stage objective (:func:`theta_objective`) is
+
+    sum_i [ lambda_a/2 ||q_i - tau_j1(i) - nu_j2(i)||^2
+            + lambda0 ( rho(y_i, tau_j1(i)) / rho(y_i, nu_j2(i)) + sigma(y_i, tau_j1(i)) ) ]
+    + lambda_e u_p(theta)
+
+Conventions (the same everywhere in this module and in ``tests/naive_theta.py``):
+
+* A sample with ``rho(y_i, nu_j2(i)) = 0`` (e.g. ``y_i = 0``: the samples whose Stage-1
+  candidates were all invalid) contributes no ratio term; its sigma and adjustment terms count.
+* The prior term of one parameter ``y``, ``f_c(y, others) = min_c1' [rho(y, tau_c1') /
+  max_c2' rho(y, nu_c2') + sigma(y, tau_c1')]`` over the OTHER parameters, equals the minimum
+  over the pairs ``(tau_c1', nu_c2')`` whose denominator ``rho(y, nu_c2')`` is positive (a pair
+  with a zero denominator is skipped). When no pair is left (no other tau, e.g. Cd = 1 for a
+  tau; no other nu, e.g. Cs = 1 for a nu; or ``rho(y, nu_c2') = 0`` for every other nu) the term
+  is 0: it is absent, as the ratio of a sample with a zero denominator is absent. (Both
+  conventions make the objective discontinuous where a denominator reaches 0; the alternative,
+  x/0 = +inf, makes the stage objective +inf whenever two parameters stop overlapping, which
+  the coupling through the prior does produce at small M. At realistic M no denominator of a
+  dense parameter is ever 0.)
+
+Stage order (the paper's): first every tau given the OLD nus, then every nu given the NEW taus.
+Within one block the updates are Jacobi: each tau_c1 sees the old values of the other taus in
+its prior, each nu_c2 the old values of the other nus, so the per-cluster problems are
+independent.
+
+Per-cluster subproblems (what the guarantees are about):
+
+* tau_c1 (members j1(i) = c1, with the old nus and the old other taus)
+      T_c1(tau) = sum_i [ lambda_a/2 ||q_i - tau - nu_j2(i)||^2
+                          + lambda0 (rho(y_i, tau)/rho(y_i, nu_j2(i)) + sigma(y_i, tau)) ]
+                  + lambda_e f_c(tau, theta without tau_c1)
+* nu_c2 (members j2(i) = c2, with the new taus and the old other nus)
+      N_c2(nu) = sum_i [ lambda_a/2 ||q_i - tau_j1(i) - nu||^2 + alpha_i / rho(y_i, nu) ]
+                 + lambda_e f_c(nu, theta without nu_c2),   alpha_i = lambda0 rho(y_i, tau_j1(i))
+
+The prior couples the parameters (tau_c1 also appears in the prior terms of every other
+parameter); those couplings are not part of the subproblems (as in ``algorithm.md``), so for
+``lambda_e > 0`` the full stage objective is not guaranteed to decrease, only every subproblem.
+For ``lambda_e = 0`` the stage objective is separable into these subproblems and cannot increase.
+Counter-example for ``lambda_e > 0`` (large lambda_e, M = 11, in ``tests/test_theta.py``): the
+taus move where their prior is absent, the nu update then moves the nu onto them and their prior
+terms return; every subproblem decreased, the stage objective rose from 369 to 518.
+
+Precision: Q and Y are read in their own dtype (float32 or float64); tau, nu, every sum and every
+objective value are float64; the returned tau and nu have the dtype of Q.
+"""
+import numpy as np
+from numba import njit, prange
+
+from ._stage1 import INVALID, _solve_ratio
+from ._validation import as_float_array, check_scalar
+
+_BS = 256             # column block of the grouped-sum kernels
+_NEWTON = 100         # iteration cap of the cubic of the nu step (converges in < 10)
+_BACKTRACK = 30       # halvings of the nu step before giving up on a step
+
+# tau_choice codes in ``info``
+TAU_KEPT = -2         # the old tau was not improved on (kept)
+TAU_DATA = -1         # the minimiser of the data terms alone won
+TAU_RESEEDED = -3     # empty cluster, re-seeded
+TAU_NO_PRIOR = -4     # the minimiser of the data terms where the prior is absent won
+# a value p >= 0 is the prior pair (c1', c2') = divmod(p, Cs) whose quartic candidate won
+
+
+# --------------------------------------------------------------------------------------------
+# numba kernels
+# --------------------------------------------------------------------------------------------
+
+@njit(cache=False)
+def _rho_sigma(y, z):
+    """(rho(y, z), sigma(y, z)) in float64."""
+    r = 0.0
+    s = 0.0
+    for j in range(y.shape[0]):
+        p = y[j] * z[j]
+        r += max(p, 0.0)
+        s += p * p
+    return r, s
+
+
+@njit(cache=False)
+def _rho(y, z):
+    r = 0.0
+    for j in range(y.shape[0]):
+        r += max(y[j] * z[j], 0.0)
+    return r
+
+
+@njit(cache=False)
+def _prior_eval(y, tau, nu, skip_tau, skip_nu):
+    """f_c(y, theta without (skip_tau, skip_nu)) and its active pair.
+
+    f_c = min_c1' rho(y, tau_c1') / max_c2' rho(y, nu_c2') + sigma(y, tau_c1'), i.e. the min
+    over the pairs with a positive denominator. Returns ``(value, c1, c2)``;
+    ``(0.0, -1, -1)`` when no pair is left (no other tau, no other nu, or every denominator 0):
+    the term is absent.
+    """
+    rmax = 0.0
+    c2b = -1
+    for c2 in range(nu.shape[0]):
+        if c2 == skip_nu:
+            continue
+        r = _rho(y, nu[c2])
+        if r > rmax:
+            rmax = r
+            c2b = c2
+    if c2b < 0:
+        return 0.0, -1, -1
+    best = np.inf
+    c1b = -1
+    for c1 in range(tau.shape[0]):
+        if c1 == skip_tau:
+            continue
+        rt, sg = _rho_sigma(y, tau[c1])
+        val = rt / rmax + sg
+        if val < best:
+            best = val
+            c1b = c1
+    if c1b < 0:
+        return 0.0, -1, -1
+    return best, c1b, c2b
+
+
+@njit(cache=False)
+def _prior_terms(tau, nu, out):
+    """out[p] = f_c of parameter p: taus first (p < Cd), then nus.
+
+    Serial: O((Cd + Cs)^2 M), about 2 ms at Cd = 20, Cs = 2, M = 2100.
+    """
+    Cd = tau.shape[0]
+    Cs = nu.shape[0]
+    for p in range(Cd + Cs):
+        if p < Cd:
+            val, c1, c2 = _prior_eval(tau[p], tau, nu, p, -1)
+        else:
+            val, c1, c2 = _prior_eval(nu[p - Cd], tau, nu, -1, p - Cd)
+        out[p] = val
+
+
+@njit(parallel=True, cache=False)
+def _sample_terms(Q, Y, tau, nu, labels, slabels, out):
+    """Per sample: ||q - tau_j1 - nu_j2||^2, rho(y, tau_j1), rho(y, nu_j2), sigma(y, tau_j1)."""
+    n, M = Q.shape
+    for i in prange(n):
+        c1 = labels[i]
+        c2 = slabels[i]
+        d2 = 0.0
+        rt = 0.0
+        rn = 0.0
+        sg = 0.0
+        for j in range(M):
+            t = tau[c1, j]
+            v = nu[c2, j]
+            d = Q[i, j] - t - v
+            d2 += d * d
+            yj = Y[i, j]
+            p = yj * t
+            if p > 0.0:
+                rt += p
+            sg += p * p
+            p = yj * v
+            if p > 0.0:
+                rn += p
+        out[i, 0] = d2
+        out[i, 1] = rt
+        out[i, 2] = rn
+        out[i, 3] = sg
+
+
+@njit(parallel=True, cache=False)
+def _group_sums(Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
+    """Per group g (rows order[offsets[g]:offsets[g+1]]): sums of q, ||q||^2, w y+, w y-, y^2.
+
+    prange over (group, column block) tasks; each task accumulates locally and writes only its
+    own block of its group's rows of the outputs; ``qq[g, block]`` holds the block's part of
+    ``||q||^2`` (the caller sums over blocks).
+    """
+    G = offsets.shape[0] - 1
+    M = Q.shape[1]
+    nb = (M + _BS - 1) // _BS
+    for t in prange(G * nb):
+        g = t // nb
+        j0 = (t % nb) * _BS
+        j1 = min(M, j0 + _BS)
+        L = j1 - j0
+        s_q = np.zeros(L)
+        s_p = np.zeros(L)
+        s_m = np.zeros(L)
+        s_y = np.zeros(L)
+        s_qq = 0.0
+        for r in range(offsets[g], offsets[g + 1]):
+            i = order[r]
+            wi = w[i]
+            for jj in range(L):
+                qv = np.float64(Q[i, j0 + jj])
+                yv = np.float64(Y[i, j0 + jj])
+                s_q[jj] += qv
+                s_qq += qv * qv
+                s_y[jj] += yv * yv
+                if yv > 0.0:
+                    s_p[jj] += wi * yv
+                else:
+                    s_m[jj] -= wi * yv
+        for jj in range(L):
+            sq[g, j0 + jj] = s_q[jj]
+            bp[g, j0 + jj] = s_p[jj]
+            bm[g, j0 + jj] = s_m[jj]
+            yy[g, j0 + jj] = s_y[jj]
+        # ||q||^2 of the block; the caller sums the blocks (no shared cell written here)
+        qq[g, t % nb] = s_qq
+
+
+@njit(parallel=True, cache=False)
+def _rho_rows(Y, rows, Z, zidx, out):
+    """out[r] = rho(Y[rows[r]], Z[zidx[r]])."""
+    for r in prange(rows.shape[0]):
+        out[r] = _rho(Y[rows[r]], Z[zidx[r]])
+
+
+@njit(parallel=True, cache=False)
+def _weighted_signed_colsum(Y, rows, w, pos, neg):
+    """pos = sum_r w_r Y[rows[r]]+, neg = sum_r w_r Y[rows[r]]- (prange over column blocks)."""
+    M = Y.shape[1]
+    nb = (M + _BS - 1) // _BS
+    for t in prange(nb):
+        j0 = t * _BS
+        j1 = min(M, j0 + _BS)
+        L = j1 - j0
+        s_p = np.zeros(L)
+        s_m = np.zeros(L)
+        for r in range(rows.shape[0]):
+            wr = w[r]
+            if wr == 0.0:
+                continue
+            i = rows[r]
+            for jj in range(L):
+                yv = np.float64(Y[i, j0 + jj])
+                if yv > 0.0:
+                    s_p[jj] += wr * yv
+                else:
+                    s_m[jj] -= wr * yv
+        for jj in range(L):
+            pos[j0 + jj] = s_p[jj]
+            neg[j0 + jj] = s_m[jj]
+
+
+@njit(cache=False)
+def _tau_value(t, c, P, BP, BM, KD, tau, nu, lam_e):
+    """T_c(t) without its constant: sum_j (-P t + KD t^2/2 + BP t+ + BM t-) + lam_e f_c(t)."""
+    val = 0.0
+    for j in range(t.shape[0]):
+        tj = t[j]
+        val += tj * (0.5 * KD[c, j] * tj - P[c, j])
+        if tj > 0.0:
+            val += BP[c, j] * tj
+        elif tj < 0.0:
+            val -= BM[c, j] * tj
+    if lam_e > 0.0:
+        pr, c1, c2 = _prior_eval(t, tau, nu, c, -1)
+        val += lam_e * pr
+    return val
+
+
+@njit(cache=False)
+def _tau_one(c, P, BP, BM, KD, tau, nu, lam_e, safeguard, out, Told, Tnew, choice):
+    """Update tau_c (an active cluster); writes only row/entry c of the outputs.
+
+    Candidates: the exact minimiser of the data terms (both sign branches per coordinate), for
+    lam_e > 0 the best prior pair's quartic solution on the branch s = sign(P), and the old tau.
+    The one with the smallest T_c is kept (so T_c never increases).
+    """
+    Cd, M = P.shape
+    Cs = nu.shape[0]
+    s = np.empty(M)
+    b = np.empty(M)
+    kk = np.empty(M)
+    g = np.empty(M)
+    v = np.empty(M)
+    a = np.empty(M)
+    cand = np.empty(M)
+    work = np.empty((2, M))
+    mask = np.empty(M, dtype=np.bool_)
+    qbuf = np.empty(8)
+    # data terms alone: per coordinate, branch + has b+ = P - B+, branch - has b- = -P - B-
+    for j in range(M):
+        bpj = P[c, j] - BP[c, j]
+        bmj = -P[c, j] - BM[c, j]
+        if bmj > bpj and bmj > 0.0:
+            cand[j] = -bmj / KD[c, j]
+        elif bpj > 0.0:
+            cand[j] = bpj / KD[c, j]
+        else:
+            cand[j] = 0.0
+        if P[c, j] >= 0.0:
+            s[j] = 1.0
+            b[j] = P[c, j] - BP[c, j]
+        else:
+            s[j] = -1.0
+            b[j] = -P[c, j] - BM[c, j]
+    best = _tau_value(tau[c], c, P, BP, BM, KD, tau, nu, lam_e)
+    Told[c] = best
+    ch = TAU_KEPT
+    for j in range(M):
+        out[c, j] = tau[c, j]
+    val = _tau_value(cand, c, P, BP, BM, KD, tau, nu, lam_e)
+    if val < best:
+        best = val
+        ch = TAU_DATA
+        for j in range(M):
+            out[c, j] = cand[j]
+    if lam_e > 0.0 and Cd > 1:
+        # the region where the prior is absent: rho(tau, nu_c2) = 0 for every nu, i.e. tau
+        # supported on {j: s_j nu_c2j <= 0 for all c2} (data terms only, closed form)
+        for j in range(M):
+            free = b[j] > 0.0
+            for c2 in range(Cs):
+                if s[j] * nu[c2, j] > 0.0:
+                    free = False
+            cand[j] = s[j] * b[j] / KD[c, j] if free else 0.0
+        val = _tau_value(cand, c, P, BP, BM, KD, tau, nu, lam_e)
+        if val < best:
+            best = val
+            ch = TAU_NO_PRIOR
+            for j in range(M):
+                out[c, j] = cand[j]
+        bestR = np.inf
+        bpair = -1
+        for c1p in range(Cd):
+            if c1p == c:
+                continue
+            for j in range(M):
+                tp = tau[c1p, j]
+                kk[j] = KD[c, j] + 2.0 * lam_e * tp * tp
+                g[j] = max(s[j] * tp, 0.0)
+            for c2 in range(Cs):
+                for j in range(M):
+                    v[j] = max(s[j] * nu[c2, j], 0.0)
+                st, R = _solve_ratio(b, g, v, kk, lam_e, a, mask, work, qbuf, safeguard)
+                if st != INVALID and R < bestR:
+                    bestR = R
+                    bpair = c1p * Cs + c2
+                    for j in range(M):
+                        cand[j] = s[j] * a[j]
+        if bpair >= 0:
+            val = _tau_value(cand, c, P, BP, BM, KD, tau, nu, lam_e)
+            if val < best:
+                best = val
+                ch = bpair
+                for j in range(M):
+                    out[c, j] = cand[j]
+    Tnew[c] = best
+    choice[c] = ch
+
+
+@njit(cache=False)
+def _tau_kernel(P, BP, BM, KD, tau, nu, lam_e, active, safeguard, out, Told, Tnew, choice):
+    """Every tau_c (iteration c writes only row/entry c of the outputs).
+
+    Deliberately serial: with ``prange`` over clusters numba re-optimises ``_solve_ratio``
+    inside the parallel region (+3.3 s of JIT per process) for ~10 ms per call at
+    n = 1440, M = 2100, Cd = 20, Cs = 2 (20 ms serial).
+    """
+    Cd, M = P.shape
+    for c in range(Cd):
+        if active[c]:
+            _tau_one(c, P, BP, BM, KD, tau, nu, lam_e, safeguard, out, Told, Tnew, choice)
+        else:
+            for j in range(M):
+                out[c, j] = tau[c, j]
+            Told[c] = np.nan
+            Tnew[c] = np.nan
+            choice[c] = TAU_RESEEDED
+
+
+@njit(cache=False)
+def _cubic_root(k, b, K):
+    """Unique positive root of k x^3 - b x^2 - K (k, K > 0): argmin of k x^2/2 - b x + K/x.
+
+    Newton from x0 = max(b, 0)/k + (K/k)^(1/3) >= root, where the cubic is increasing and convex:
+    the iterates decrease monotonically to the root.
+    """
+    x = max(b, 0.0) / k + (K / k) ** (1.0 / 3.0)
+    for _ in range(_NEWTON):
+        f = x * x * (k * x - b) - K
+        d = x * (3.0 * k * x - 2.0 * b)
+        if d <= 0.0:
+            break
+        xn = x - f / d
+        if not xn < x:   # monotone from the right: stop when no further decrease
+            break
+        if xn <= 0.0:
+            xn = 0.5 * x
+        x = xn
+    return x
+
+
+@njit(cache=False)
+def _nu_candidates(z, Gp, Gm, bp, bm, k, outA, outB):
+    """The two candidates of one nu step (see :func:`update_theta`, Notes).
+
+    ``bp``/``bm``: linear coefficients of the surrogate on the branches nu_j = +x / nu_j = -x
+    (quadratic and linearised prior); ``Gp``/``Gm``: sum_i alpha_i |y_ij| / rho_i^2 over the
+    members with y_ij > 0 / y_ij < 0; ``k``: curvature.
+    A (majorise-minimise): the ratio terms majorised by Jensen, K_j / x on the current branch.
+    B (linearised): the ratio terms linearised on each branch; both branches free.
+    """
+    for j in range(z.shape[0]):
+        zj = z[j]
+        kj = k[j]
+        K = 0.0
+        if zj > 0.0:
+            K = zj * zj * Gp[j]
+        elif zj < 0.0:
+            K = zj * zj * Gm[j]
+        if K > 0.0:
+            if zj > 0.0:
+                outA[j] = _cubic_root(kj, bp[j], K)
+            else:
+                outA[j] = -_cubic_root(kj, bm[j], K)
+        else:
+            if bm[j] > bp[j] and bm[j] > 0.0:
+                outA[j] = -bm[j] / kj
+            elif bp[j] > 0.0:
+                outA[j] = bp[j] / kj
+            else:
+                outA[j] = 0.0
+        lp = bp[j] + Gp[j]
+        lm = bm[j] + Gm[j]
+        if lm > lp and lm > 0.0:
+            outB[j] = -lm / kj
+        elif lp > 0.0:
+            outB[j] = lp / kj
+        else:
+            outB[j] = 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# validation and preparation
+# --------------------------------------------------------------------------------------------
+
+def _check_labels(labels, name, n, C, what):
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-D array, got shape {arr.shape}")
+    if arr.shape[0] != n:
+        raise ValueError(f"{name}: expected length {n} (the rows of Q), got {arr.shape[0]}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name}: expected an integer array, got dtype {arr.dtype}")
+    if n and (arr.min() < 0 or arr.max() >= C):
+        raise ValueError(f"{name}: values must be in [0, {C}) (the number of {what}), "
+                         f"got values in [{arr.min()}, {arr.max()}]")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def _check_params(tau, nu, M=None):
+    tau = as_float_array(tau, "tau", ndim=2, dtype=np.float64)
+    nu = as_float_array(nu, "nu", ndim=2, dtype=np.float64)
+    if M is None:
+        M = tau.shape[1]
+        if nu.shape[1] != M:
+            raise ValueError(f"nu: expected {M} columns (the columns of tau), "
+                             f"got shape {nu.shape}")
+    for name, arr in (("tau", tau), ("nu", nu)):
+        if arr.shape[1] != M:
+            raise ValueError(f"{name}: expected {M} columns (the columns of Q), "
+                             f"got shape {arr.shape}")
+    return tau, nu
+
+
+def _prepare(Q, Y, labels, similarity_labels, tau, nu):
+    Q = as_float_array(Q, "Q", ndim=2)
+    n, M = Q.shape
+    Y = as_float_array(Y, "Y", ndim=2, dtype=Q.dtype)
+    if Y.shape != Q.shape:
+        raise ValueError(f"Y: expected shape {Q.shape} (the shape of Q), got {Y.shape}")
+    tau, nu = _check_params(tau, nu, M)
+    labels = _check_labels(labels, "labels", n, tau.shape[0], "rows of tau")
+    slabels = _check_labels(similarity_labels, "similarity_labels", n, nu.shape[0],
+                            "rows of nu")
+    return Q, Y, labels, slabels, tau, nu
+
+
+def _objective_from_terms(terms, tau, nu, lambda0, lambda_a, lambda_e):
+    d2, rt, rn, sg = terms[:, 0], terms[:, 1], terms[:, 2], terms[:, 3]
+    ratio = np.divide(rt, rn, out=np.zeros_like(rt), where=rn > 0)
+    val = 0.5 * lambda_a * np.sum(d2) + lambda0 * (np.sum(ratio) + np.sum(sg))
+    if lambda_e != 0.0:
+        val += lambda_e * _prior_up64(tau, nu)
+    return float(val)
+
+
+def _prior_up64(tau, nu):
+    out = np.empty(tau.shape[0] + nu.shape[0])
+    _prior_terms(tau, nu, out)
+    return float(np.sum(out))
+
+
+def _sample_terms_of(Q, Y, tau, nu, labels, slabels):
+    terms = np.empty((Q.shape[0], 4))
+    _sample_terms(Q, Y, tau, nu, labels, slabels, terms)
+    return terms
+
+
+# --------------------------------------------------------------------------------------------
+# public API
+# --------------------------------------------------------------------------------------------
+
+def prior_up(tau, nu):
+    """The prior ``u_p(theta)`` of the dissimilarity and similarity parameters.
+
+    ``u_p = sum_c1 f_c(tau_c1, theta without tau_c1) + sum_c2 f_c(nu_c2, theta without nu_c2)``
+    with ``f_c(y, theta') = min_c1' [rho(y, tau_c1') / max_c2' rho(y, nu_c2') + sigma(y,
+    tau_c1')]`` over the parameters of ``theta'`` (``algorithm.md``).
+
+    Parameters
+    ----------
+    tau : array_like of shape (Cd, M)
+        Dissimilarity parameters.
+    nu : array_like of shape (Cs, M)
+        Similarity parameters.
+
+    Returns
+    -------
+    float
+        ``u_p`` (float64 arithmetic).
+
+    Notes
+    -----
+    Zero denominators: a pair ``(tau_c1', nu_c2')`` with ``rho(y, nu_c2') = 0`` is skipped
+    (equivalently the denominator is the maximum over the other nus). A term with no pair left
+    is 0 (absent): a tau when Cd = 1 (no other tau), a nu when Cs = 1 (no other nu), or a
+    parameter whose support meets no other nu with matching signs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._theta import prior_up
+    >>> tau = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> nu = np.array([[1.0, 1.0]])
+    >>> prior_up(tau, nu)   # each tau: ratio 0 (disjoint), sigma 0; the nu has no other nu
+    0.0
+    >>> prior_up(np.array([[1.0, 1.0], [1.0, 2.0]]), np.array([[1.0, 1.0], [2.0, 0.0]]))
+    20.5
+    """
+    tau, nu = _check_params(tau, nu)
+    return _prior_up64(tau, nu)
+
+
+def theta_objective(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, lambda_a=1.0,
+                    lambda_e=0.001):
+    """The Stage-2 objective: everything of the learning problem that depends on theta.
+
+        sum_i [ lambda_a/2 ||q_i - tau_j1(i) - nu_j2(i)||^2
+                + lambda0 ( rho(y_i, tau_j1(i)) / rho(y_i, nu_j2(i)) + sigma(y_i, tau_j1(i)) ) ]
+        + lambda_e u_p(theta)
+
+    Parameters
+    ----------
+    Q : array_like of shape (n, M)
+        Linear maps of the samples (rows), ``X @ A.T``.
+    Y : array_like of shape (n, M)
+        NT representations (Stage 1).
+    labels : array_like of int, shape (n,)
+        Assigned dissimilarity index ``j1`` in ``[0, Cd)``.
+    similarity_labels : array_like of int, shape (n,)
+        Assigned similarity index ``j2`` in ``[0, Cs)``.
+    tau : array_like of shape (Cd, M)
+        Dissimilarity parameters.
+    nu : array_like of shape (Cs, M)
+        Similarity parameters.
+    lambda0, lambda_a, lambda_e : float
+        Weights of the min-max score, of the adjustment term and of the prior (>= 0).
+
+    Returns
+    -------
+    float
+        The objective, accumulated in float64.
+
+    Notes
+    -----
+    A sample with ``rho(y_i, nu_j2(i)) = 0`` (e.g. ``y_i = 0``, a sample whose Stage-1
+    candidates were all invalid) contributes no ratio term. See :func:`prior_up` for the
+    conventions of the prior.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._theta import theta_objective
+    >>> Q = np.array([[2.0, 1.0], [1.0, 2.0]])
+    >>> Y = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> tau = np.array([[1.0, 1.0]]); nu = np.array([[1.0, 0.0]])
+    >>> theta_objective(Q, Y, [0, 0], [0, 0], tau, nu, lambda0=1.0, lambda_a=2.0,
+    ...                 lambda_e=0.0)   # (0 + 1 + 1) + (2 + no ratio + 1)
+    5.0
+    """
+    Q, Y, labels, slabels, tau, nu = _prepare(Q, Y, labels, similarity_labels, tau, nu)
+    lambda0 = check_scalar(lambda0, "lambda0", low=0.0)
+    lambda_a = check_scalar(lambda_a, "lambda_a", low=0.0)
+    lambda_e = check_scalar(lambda_e, "lambda_e", low=0.0)
+    terms = _sample_terms_of(Q, Y, tau, nu, labels, slabels)
+    return _objective_from_terms(terms, tau, nu, lambda0, lambda_a, lambda_e)
+
+
+def _groups(labels, slabels, Cd, Cs):
+    gid = labels * Cs + slabels
+    order = np.argsort(gid, kind="stable").astype(np.int64)
+    offsets = np.zeros(Cd * Cs + 1, dtype=np.int64)
+    np.cumsum(np.bincount(gid, minlength=Cd * Cs), out=offsets[1:])
+    return order, offsets
+
+
+def _statistics(Q, Y, labels, slabels, tau, nu, lambda0):
+    n, M = Q.shape
+    Cd, Cs = tau.shape[0], nu.shape[0]
+    rn = np.empty(n)
+    _rho_rows(Y, np.arange(n), nu, slabels, rn)
+    w = np.divide(lambda0, rn, out=np.zeros(n), where=rn > 0)
+    order, offsets = _groups(labels, slabels, Cd, Cs)
+    G = Cd * Cs
+    nb = (M + _BS - 1) // _BS
+    sq = np.empty((G, M))
+    qq = np.empty((G, nb))
+    bp = np.empty((G, M))
+    bm = np.empty((G, M))
+    yy = np.empty((G, M))
+    _group_sums(Q, Y, w, order, offsets, sq, qq, bp, bm, yy)
+    return {
+        "count": np.diff(offsets).reshape(Cd, Cs),
+        "sum_q": sq.reshape(Cd, Cs, M),
+        "sum_qq": qq.sum(axis=1).reshape(Cd, Cs),
+        "sum_wy_pos": bp.reshape(Cd, Cs, M).sum(axis=1),
+        "sum_wy_neg": bm.reshape(Cd, Cs, M).sum(axis=1),
+        "sum_yy": yy.reshape(Cd, Cs, M).sum(axis=1),
+    }
+
+
+def theta_statistics(Q, Y, labels, similarity_labels, tau, nu, lambda0=0.03):
+    """The per-cluster sums over samples that the tau update needs (the streaming seam).
+
+    Every entry is a sum over samples, so statistics of disjoint batches of samples (with the
+    same theta) add up to the statistics of their union.
+
+    Parameters
+    ----------
+    Q, Y : array_like of shape (n, M)
+        Linear maps and NT representations of the samples (rows).
+    labels, similarity_labels : array_like of int, shape (n,)
+        The assignments ``j1`` in ``[0, Cd)`` and ``j2`` in ``[0, Cs)``.
+    tau : array_like of shape (Cd, M)
+        Dissimilarity parameters (only their number Cd is used).
+    nu : array_like of shape (Cs, M)
+        Similarity parameters (the weights ``w_i`` below use them).
+    lambda0 : float, default 0.03
+        Weight of the min-max score.
+
+    Returns
+    -------
+    dict
+        ``"count"`` (Cd, Cs) int: samples per pair ``(j1, j2)``;
+        ``"sum_q"`` (Cd, Cs, M): sum of ``q_i`` per pair;
+        ``"sum_qq"`` (Cd, Cs): sum of ``||q_i||^2`` per pair;
+        ``"sum_wy_pos"``, ``"sum_wy_neg"`` (Cd, M): sum over ``j1(i) = c1`` of ``w_i y_i+`` and
+        ``w_i y_i-`` with ``w_i = lambda0 / rho(y_i, nu_j2(i))`` (0 when the denominator is 0);
+        ``"sum_yy"`` (Cd, M): sum over ``j1(i) = c1`` of ``y_i**2``. All float64.
+
+    Notes
+    -----
+    The tau update needs nothing else: with ``n_c = count[c].sum()``,
+    ``P_c = lambda_a (sum_c2 sum_q[c, c2] - count[c, c2] nu_c2)`` and
+    ``k_c = lambda_a n_c + 2 lambda0 sum_yy[c]``. The nu update does not reduce to fixed sums:
+    its ratio term ``sum_i alpha_i / rho(y_i, nu)`` has one denominator per sample, so every
+    majorise-minimise step of nu needs one pass over the samples of that nu (the quadratic part
+    of nu does come from ``count``, ``sum_q`` and ``sum_qq``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._theta import theta_statistics
+    >>> rng = np.random.default_rng(0)
+    >>> Q, Y = rng.standard_normal((2, 6, 4))
+    >>> tau, nu = rng.standard_normal((3, 4)), rng.standard_normal((2, 4))
+    >>> lab, sim = np.array([0, 0, 1, 2, 2, 2]), np.array([0, 1, 1, 0, 0, 1])
+    >>> st = theta_statistics(Q, Y, lab, sim, tau, nu)
+    >>> st["count"].tolist()
+    [[1, 1], [0, 1], [2, 1]]
+    >>> part = [theta_statistics(Q[s], Y[s], lab[s], sim[s], tau, nu) for s in (slice(0, 3),
+    ...                                                                          slice(3, 6))]
+    >>> bool(np.allclose(part[0]["sum_q"] + part[1]["sum_q"], st["sum_q"]))
+    True
+    """
+    Q, Y, labels, slabels, tau, nu = _prepare(Q, Y, labels, similarity_labels, tau, nu)
+    lambda0 = check_scalar(lambda0, "lambda0", low=0.0)
+    return _statistics(Q, Y, labels, slabels, tau, nu, lambda0)
+
+
+def _reseed_order(cost, d2):
+    key = d2 if cost is None else cost
+    return np.argsort(-key, kind="stable")
+
+
+def _next_unused(order, used):
+    for i in order:
+        if int(i) not in used:
+            used.add(int(i))
+            return int(i)
+    # more empty clusters than samples: reuse from the top
+    return int(order[len(used) % len(order)])
+
+
+def _update_taus(stats, tau, nu, lambda0, lambda_a, lambda_e, safeguard=False):
+    """The tau block from the statistics. Returns (tau_new, Told, Tnew, choice, const)."""
+    N = stats["count"]
+    nc = N.sum(axis=1)
+    P = lambda_a * (stats["sum_q"].sum(axis=1) - N.astype(np.float64) @ nu)
+    KD = lambda_a * nc[:, None] + 2.0 * lambda0 * stats["sum_yy"]
+    # constant of T_c: lambda_a/2 sum_i ||q_i - nu_j2(i)||^2
+    nn = np.einsum("ij,ij->i", nu, nu)
+    const = 0.5 * lambda_a * (stats["sum_qq"].sum(axis=1)
+                              - 2.0 * np.einsum("abm,bm->a", stats["sum_q"], nu) + N @ nn)
+    Cd = tau.shape[0]
+    out = np.empty_like(tau)
+    Told = np.empty(Cd)
+    Tnew = np.empty(Cd)
+    choice = np.empty(Cd, dtype=np.int64)
+    _tau_kernel(P, stats["sum_wy_pos"], stats["sum_wy_neg"], KD, tau, nu, lambda_e, nc > 0,
+                bool(safeguard), out, Told, Tnew, choice)
+    return out, Told + const, Tnew + const, choice
+
+
+class _NuProblem:
+    """N_c2(z) without its constant, for the members ``rows`` of one nu (see module docs)."""
+
+    def __init__(self, Y, rows, alpha, Pn, m, tau, nu, c2, lambda_a, lambda_e):
+        self.Y, self.rows, self.alpha, self.Pn = Y, rows, alpha, Pn
+        self.kq = lambda_a * m
+        self.tau, self.nu, self.c2, self.lambda_e = tau, nu, c2, lambda_e
+        self.zidx = np.zeros(rows.shape[0], dtype=np.int64)
+        rr = np.empty(rows.shape[0])
+        _rho_rows(Y, rows, nu[c2:c2 + 1], self.zidx, rr)
+        self.keep_positive = (alpha > 0) & (rr > 0)
+
+    def value(self, z):
+        """Returns (value, rho of the members, active prior pair).
+
+        +inf if z would create a zero denominator for a member with alpha_i > 0 whose
+        denominator was positive at the start (the convention "no ratio term" would otherwise
+        reward making rho(y_i, nu) exactly 0).
+        """
+        rr = np.empty(self.rows.shape[0])
+        _rho_rows(self.Y, self.rows, z[None, :], self.zidx, rr)
+        if np.any(self.keep_positive & (rr <= 0)):
+            return np.inf, rr, (-1, -1)
+        ratio = float(np.sum(np.divide(self.alpha, rr, out=np.zeros_like(rr), where=rr > 0)))
+        val = float(z @ (0.5 * self.kq * z - self.Pn)) + ratio
+        pair = (-1, -1)
+        if self.lambda_e > 0.0:
+            pr, c1, c2 = _prior_eval(z, self.tau, self.nu, -1, self.c2)
+            val += self.lambda_e * pr
+            pair = (c1, c2)
+        return val, rr, pair
+
+    def candidates(self, z, rr, pair):
+        """The MM candidate A and the linearised candidate B at z (see _nu_candidates)."""
+        M = z.shape[0]
+        wk = np.divide(self.alpha, rr * rr, out=np.zeros_like(rr), where=rr > 0)
+        Gp = np.empty(M)
+        Gm = np.empty(M)
+        _weighted_signed_colsum(self.Y, self.rows, wk, Gp, Gm)
+        k = np.full(M, self.kq)
+        bp = self.Pn.copy()
+        bm = -self.Pn
+        c1, c2 = pair
+        if c1 >= 0 and c2 >= 0:
+            le = self.lambda_e
+            tp = self.tau[c1]
+            vp = self.nu[c2]
+            Nr = _rho(z, tp)
+            D = _rho(z, vp)
+            # one-sided derivatives of rho(z, tp)/rho(z, vp) in x = |z_j| on each branch
+            Lp = (np.maximum(tp, 0) * D - Nr * np.maximum(vp, 0)) / (D * D)
+            Lm = (np.maximum(-tp, 0) * D - Nr * np.maximum(-vp, 0)) / (D * D)
+            k += 2.0 * le * tp * tp
+            bp -= le * Lp
+            bm -= le * Lm
+        A = np.empty(M)
+        B = np.empty(M)
+        _nu_candidates(z, Gp, Gm, bp, bm, k, A, B)
+        return A, B
+
+
+def _nu_steps(prob, z, n_steps):
+    """n_steps of the nu update; never increases prob.value. Returns (z, v0, v, accepted).
+
+    Stops early when a step gains less than the rounding level of the objective.
+    """
+    v0, rr, pair = prob.value(z)
+    val = v0
+    accepted = 0
+    for _ in range(n_steps):
+        tol = 1e-12 * (abs(val) + 0.5 * prob.kq * float(z @ z) + 1.0)
+        A, B = prob.candidates(z, rr, pair)
+        vA, rrA, pA = prob.value(A)
+        vB, rrB, pB = prob.value(B)
+        best = (vB, B, rrB, pB) if vB < vA else (vA, A, rrA, pA)
+        if not best[0] < val:
+            if best[0] - val <= tol:   # converged: the candidates differ by rounding only
+                break
+            best = None
+            t = 0.5
+            for _ in range(_BACKTRACK):
+                zt = z + t * (A - z)
+                vt, rrt, pt = prob.value(zt)
+                if vt < val:
+                    best = (vt, zt, rrt, pt)
+                    break
+                t *= 0.5
+            if best is None:
+                break
+        decrease = val - best[0]
+        val, z, rr, pair = best
+        accepted += 1
+        if decrease <= tol:
+            break
+    return z, v0, val, accepted
+
+
+def update_theta(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, lambda_a=1.0,
+                 lambda_e=0.001, cost=None, n_nu_steps=5, safeguard=False, return_info=False):
+    """Stage 2: update the dissimilarity (tau) and similarity (nu) parameters.
+
+    The assignments are kept (the paper reuses Stage 1's; nothing is re-assigned). Order: every
+    tau given the old nus, then every nu given the new taus (the paper's order; Jacobi inside
+    each block, see the module docs).
+
+    Parameters
+    ----------
+    Q : array_like of shape (n, M)
+        Linear maps of the samples (rows), ``X @ A.T``; float32 or float64.
+    Y : array_like of shape (n, M)
+        NT representations from Stage 1 (read in the dtype of Q).
+    labels : array_like of int, shape (n,)
+        Assigned dissimilarity index ``j1`` in ``[0, Cd)`` (the cluster).
+    similarity_labels : array_like of int, shape (n,)
+        Assigned similarity index ``j2`` in ``[0, Cs)``.
+    tau : array_like of shape (Cd, M)
+        Current dissimilarity parameters.
+    nu : array_like of shape (Cs, M)
+        Current similarity parameters.
+    lambda0 : float, default 0.03
+        Weight of the min-max score (>= 0).
+    lambda_a : float, default 1.0
+        Weight of the adjustment term (> 0: it makes every subproblem strongly convex in the
+        data terms).
+    lambda_e : float, default 0.001
+        Weight of the prior ``u_p`` (>= 0).
+    cost : array_like of shape (n,), optional
+        Per-sample cost (e.g. ``details["cost"]`` of :func:`ntnumba.kernels.assign`). Empty
+        clusters are re-seeded from the samples with the largest cost; without it, from the
+        samples farthest from their own ``tau_j1 + nu_j2``.
+    n_nu_steps : int, default 5
+        Steps of the nu update (>= 0; 0 keeps the nus, except re-seeding).
+    safeguard : bool, default False
+        Run the safeguard of the ratio solver (see :func:`ntnumba.kernels.candidate_nt`) for
+        every prior pair of the tau update. The support iteration alone is exact in the
+        paper's regime (lambda_e small against lambda_a n_c); with a strong prior it can stop
+        at a local solution of a pair's problem (measured in ``tests/test_theta.py``). Costs
+        about 10^4 M operations per pair: for small problems only.
+    return_info : bool, default False
+        Also return a dict of diagnostics (see Returns).
+
+    Returns
+    -------
+    tau_new : ndarray of shape (Cd, M)
+        In the dtype of Q.
+    nu_new : ndarray of shape (Cs, M)
+        In the dtype of Q.
+    info : dict, only with ``return_info=True``
+        ``"objective_before"``, ``"objective_after"``: :func:`theta_objective` at the old and
+        the returned parameters; ``"reseeded"``: list of the re-seeded (empty) taus;
+        ``"reseeded_nu"``: list of the re-seeded (empty) nus; ``"tau_objective"`` (Cd, 2) and
+        ``"nu_objective"`` (Cs, 2): each subproblem's value before and after (NaN for re-seeded
+        parameters); ``"tau_choice"`` (Cd,) int: -2 kept the old tau, -1 the minimiser of the
+        data terms, -3 re-seeded, ``p >= 0`` the quartic solution of the prior pair
+        ``(c1', c2') = divmod(p, Cs)``; ``"nu_steps"`` (Cs,) int: accepted nu steps.
+
+    Notes
+    -----
+    **tau** (exact per cluster, up to the sign restriction below). The data terms of tau_c1 are
+    separable, ``sum_j (k_j tau_j^2/2 - P_j tau_j + B+_j tau_j+ + B-_j tau_j-)`` with
+    ``P = lambda_a sum_i (q_i - nu_j2(i))``, ``w_i = lambda0 / rho(y_i, nu_j2(i))``,
+    ``B+- = sum_i w_i y_i+-``, ``k = lambda_a n_c1 + 2 lambda0 sum_i y_i^2``; their exact minimiser
+    takes the better of both sign branches per coordinate. With the prior (lambda_e > 0, Cd > 1)
+    every pair ``(tau', nu*)`` (tau' among the other taus) gives the ratio problem of Stage 1 on
+    the branch ``s = sign(P)``: ``b = |P| - B^s``, ``k + 2 lambda_e tau'^2``, ``g = tau'^s``,
+    ``v = nu*^s``, ratio weight lambda_e, solved by the quartic; the pair with the smallest
+    value is kept. A last candidate covers the region where the prior is absent (tau meets no
+    nu with matching signs: the data terms on the coordinates where every nu has the other
+    sign, in closed form). Among the old tau, the data-only minimiser and these candidates the
+    one with the smallest subproblem value wins: the subproblem value never increases. On the
+    branch sign(P) this is the exact minimum (the support iteration is exact in the paper's
+    regime; ``safeguard=True`` otherwise); off that branch the prior can be lower (a 2-D example
+    with a 2% gap is in ``tests/test_theta.py``).
+
+    **nu** (majorise-minimise with a safeguard). With ``alpha_i = lambda0 rho(y_i, tau_j1(i))``
+    and ``x = |nu_j|`` on a sign branch, ``rho_i(nu) = sum_j c_ij x_j`` is linear with
+    ``c_ij = |y_ij|`` where the signs agree. ``1/t`` is convex, so Jensen's inequality with the
+    weights ``c_ij x0_j / rho_i(nu0)`` gives the separable majoriser, tight at nu0,
+    ``1/rho_i(nu) <= sum_j c_ij x0_j^2 / (rho_i(nu0)^2 x_j)``. Per coordinate the surrogate is
+    ``k x^2/2 - b x + K_j / x`` on the current sign branch (``K_j = x0_j^2 sum_i alpha_i c_ij /
+    rho_i^2``), minimised by the unique positive root of ``k x^3 - b x^2 - K_j`` (candidate A);
+    coordinates with ``K_j = 0`` choose the better branch in closed form. The prior of nu (tiny)
+    is modelled by its active pair: sigma exactly, the ratio linearised. Candidate B linearises
+    the ratio terms on both branches instead (a fixed-point step that can change signs, which A
+    cannot). The better of A and B is accepted if it lowers the true N_c2; otherwise the step
+    from nu0 to A is halved up to 30 times; otherwise nu stays. So N_c2 never increases; with
+    lambda_e = 0 and ``rho_i(nu0) > 0`` for the members, A alone already cannot increase it.
+    A candidate that would make ``rho(y_i, nu) = 0`` for a member with ``alpha_i > 0`` and
+    ``rho(y_i, nu0) > 0`` is rejected (the "no ratio term" convention would reward it).
+    Steps stop early when the gain is at the rounding level (typically after 2 steps).
+
+    **Empty clusters.** A tau with no members is re-seeded as ``q_i - nu_j2(i)`` (old nu) from
+    the unused sample with the largest ``cost`` (or the largest ``||q_i - tau_j1(i) -
+    nu_j2(i)||``); a nu with no members likewise as ``q_i - tau_j1(i)`` (new tau). The labels
+    are not changed: the next Stage 1 decides who joins. Re-seeding is outside the monotonicity
+    guarantees (with lambda_e = 0 it does not change the objective: an empty parameter has no
+    data terms).
+
+    Guarantees: every tau and nu subproblem value is non-increasing (in float64, before the
+    cast to the dtype of Q); for lambda_e = 0 so is :func:`theta_objective`. For lambda_e > 0
+    the prior couples the parameters and the stage objective can in principle increase by the
+    prior terms of the other parameters.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._theta import update_theta
+    >>> rng = np.random.default_rng(0)
+    >>> centers = 3.0 * rng.standard_normal((3, 30))
+    >>> labels = np.repeat([0, 1], 10)          # cluster 2 is empty
+    >>> sim = np.zeros(20, dtype=int)
+    >>> Q = centers[labels] + 0.3 * rng.standard_normal((20, 30))
+    >>> Y = np.sign(Q) * np.maximum(np.abs(Q) - 0.03, 0)
+    >>> tau, nu = rng.standard_normal((3, 30)), rng.standard_normal((1, 30))
+    >>> tau2, nu2, info = update_theta(Q, Y, labels, sim, tau, nu, return_info=True)
+    >>> info["reseeded"]
+    [2]
+    >>> bool(info["objective_after"] < info["objective_before"])
+    True
+    """
+    Q, Y, labels, slabels, tau, nu = _prepare(Q, Y, labels, similarity_labels, tau, nu)
+    n, M = Q.shape
+    Cd, Cs = tau.shape[0], nu.shape[0]
+    lambda0 = check_scalar(lambda0, "lambda0", low=0.0)
+    lambda_a = check_scalar(lambda_a, "lambda_a", low=0.0, low_inclusive=False)
+    lambda_e = check_scalar(lambda_e, "lambda_e", low=0.0)
+    n_nu_steps = check_scalar(n_nu_steps, "n_nu_steps", low=0, integer=True)
+    if cost is not None:
+        cost = as_float_array(cost, "cost", ndim=1, dtype=np.float64)
+        if cost.shape[0] != n:
+            raise ValueError(f"cost: expected length {n} (the rows of Q), got {cost.shape[0]}")
+
+    stats = _statistics(Q, Y, labels, slabels, tau, nu, lambda0)
+    counts = stats["count"]
+    need_reseed = bool(np.any(counts.sum(axis=1) == 0) or np.any(counts.sum(axis=0) == 0))
+    obj_before = None
+    reorder = None
+    if return_info or (need_reseed and cost is None):
+        terms = _sample_terms_of(Q, Y, tau, nu, labels, slabels)
+        obj_before = _objective_from_terms(terms, tau, nu, lambda0, lambda_a, lambda_e)
+        if need_reseed:
+            reorder = _reseed_order(cost, terms[:, 0])
+    if need_reseed and reorder is None:
+        reorder = _reseed_order(cost, None)
+    used = set()
+
+    # ---- taus given the old nus (Jacobi: each sees the old other taus)
+    tau_new, Told, Tnew, choice = _update_taus(stats, tau, nu, lambda0, lambda_a, lambda_e,
+                                               safeguard)
+    reseeded = [int(c) for c in np.flatnonzero(stats["count"].sum(axis=1) == 0)]
+    for c in reseeded:
+        i = _next_unused(reorder, used)
+        tau_new[c] = Q[i] - nu[slabels[i]]
+
+    # ---- nus given the new taus (Jacobi: each sees the old other nus)
+    N = stats["count"].astype(np.float64)
+    m = N.sum(axis=0)
+    Pn = lambda_a * (stats["sum_q"].sum(axis=0) - N.T @ tau_new)
+    tt = np.einsum("ij,ij->i", tau_new, tau_new)
+    const_nu = 0.5 * lambda_a * (stats["sum_qq"].sum(axis=0)
+                                 - 2.0 * np.einsum("abm,am->b", stats["sum_q"], tau_new)
+                                 + N.T @ tt)
+    alpha = np.empty(n)
+    _rho_rows(Y, np.arange(n), tau_new, labels, alpha)
+    alpha *= lambda0
+    nu_new = nu.copy()
+    nu_obj = np.full((Cs, 2), np.nan)
+    nu_steps = np.zeros(Cs, dtype=np.int64)
+    reseeded_nu = []
+    for c2 in range(Cs):
+        rows = np.flatnonzero(slabels == c2).astype(np.int64)
+        if rows.size == 0:
+            reseeded_nu.append(c2)
+            i = _next_unused(reorder, used)
+            nu_new[c2] = Q[i] - tau_new[labels[i]]
+            continue
+        if n_nu_steps == 0 and not return_info:
+            continue
+        prob = _NuProblem(Y, rows, alpha[rows], Pn[c2], m[c2], tau_new, nu, c2, lambda_a,
+                          lambda_e)
+        z, v0, v1, acc = _nu_steps(prob, nu[c2].copy(), n_nu_steps)
+        nu_new[c2] = z
+        nu_obj[c2] = (v0 + const_nu[c2], v1 + const_nu[c2])
+        nu_steps[c2] = acc
+
+    tau_out = tau_new.astype(Q.dtype, copy=False)
+    nu_out = nu_new.astype(Q.dtype, copy=False)
+    if not return_info:
+        return tau_out, nu_out
+    t64, n64 = tau_out.astype(np.float64), nu_out.astype(np.float64)
+    terms_after = _sample_terms_of(Q, Y, t64, n64, labels, slabels)
+    info = {
+        "objective_before": obj_before,
+        "objective_after": _objective_from_terms(terms_after, t64, n64, lambda0, lambda_a,
+                                                 lambda_e),
+        "reseeded": reseeded,
+        "reseeded_nu": reseeded_nu,
+        "tau_objective": np.column_stack([Told, Tnew]),
+        "nu_objective": nu_obj,
+        "tau_choice": choice,
+        "nu_steps": nu_steps,
+    }
+    return tau_out, nu_out, info

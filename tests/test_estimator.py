@@ -1,0 +1,191 @@
+"""NTClustering and the alternating driver."""
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from ntnumba import NTClustering
+from ntnumba import _driver
+
+SMALL = dict(n_components=24, max_iter=15)
+
+
+def _blobs(n_per=25, C=3, N=8, sep=6.0, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = sep * rng.standard_normal((C, N))
+    y = np.repeat(np.arange(C), n_per)
+    X = centers[y] + rng.standard_normal((y.size, N))
+    perm = rng.permutation(y.size)
+    return X[perm], y[perm]
+
+
+# These checks set n_components = 1 on data with more features. A learned map must be
+# overcomplete (M >= N: the -log det(A^T A) prior is +inf otherwise), so NTClustering raises a
+# ValueError naming n_components there, by design. Each check is run below with a valid M
+# instead (test_checks_with_valid_n_components).
+_N_COMPONENTS_1 = ["check_dont_overwrite_parameters", "check_fit2d_predict1d",
+                   "check_methods_subset_invariance", "check_methods_sample_order_invariance",
+                   "check_fit2d_1sample"]
+_REASON = "sets n_components=1 < n_features; an overcomplete learned map is required"
+
+
+@parametrize_with_checks(
+    [NTClustering(3, n_components=16, max_iter=10, random_state=0)],
+    expected_failed_checks=lambda est: {c: _REASON for c in _N_COMPONENTS_1})
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("name", _N_COMPONENTS_1)
+def test_checks_with_valid_n_components(name):
+    """The checks above, on an estimator whose n_components survives the checks' reset."""
+    from sklearn.utils import estimator_checks
+
+    class _Keep(NTClustering):
+        def __setattr__(self, key, value):
+            if key == "n_components" and value == 1 and hasattr(self, "n_components"):
+                return  # the check's reset; keep the valid value
+            super().__setattr__(key, value)
+
+    getattr(estimator_checks, name)("NTClustering", _Keep(3, n_components=16, max_iter=10,
+                                                          random_state=0))
+
+
+@pytest.mark.parametrize("learn_transform", [True, False])
+def test_recovers_planted_clusters(learn_transform):
+    X, y = _blobs(seed=1)
+    model = NTClustering(3, learn_transform=learn_transform, random_state=0, **SMALL).fit(X)
+    assert adjusted_rand_score(y, model.labels_) > 0.95
+    assert adjusted_rand_score(y, model.predict(X)) > 0.95
+
+
+def test_same_random_state_same_result():
+    X, _ = _blobs(seed=2)
+    a = NTClustering(3, random_state=5, **SMALL).fit(X)
+    b = NTClustering(3, random_state=5, **SMALL).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    np.testing.assert_array_equal(a.objective_history_, b.objective_history_)
+
+
+def test_objective_non_increasing_exact_variant():
+    """objective rule, batch A update and lambda_e = 0: every stage is exact or monotone."""
+    X, _ = _blobs(n_per=20, C=4, N=6, sep=2.0, seed=3)
+    model = NTClustering(4, lambda_e=0.0, tol=0.0, random_state=0, n_components=20,
+                         max_iter=12).fit(X)
+    h = model.objective_history_
+    assert h.size == 12 and np.all(np.isfinite(h))
+    assert np.all(np.diff(h) <= 1e-9 * np.abs(h[:-1])), np.diff(h)
+
+
+def test_objective_history_matches_recomputation():
+    X, _ = _blobs(n_per=15, C=3, N=5, seed=4)
+    p = NTClustering(3, random_state=0, n_components=15, max_iter=3, tol=0.0)._params(5)
+    rng = np.random.RandomState(0)
+    s0 = _driver.initialise(X, p, rng)
+    s1, obj, _ = _driver.iterate(X, s0, p, rng)
+    # recompute from scratch with the naive references
+    import naive
+    import naive_theta
+    Q = X @ s1.A.T
+    val = 0.0
+    T = s1.tau[s1.labels] + s1.nu[s1.similarity_labels]
+    from ntnumba.kernels import assign
+    Y = assign(X @ s0.A.T, s0.tau, s0.nu, p.lambda0, p.lambda1)[2]
+    for i in range(X.shape[0]):
+        y = Y[i]
+        val += 0.5 * np.sum((Q[i] - y) ** 2) + p.lambda1 * np.sum(np.abs(y))
+        val += 0.5 * p.lambda_a * np.sum((Q[i] - T[i]) ** 2)
+        val += p.lambda0 * naive.score_sp(y, s1.tau[s1.labels[i]], s1.nu[s1.similarity_labels[i]])
+    val += p.lambda_e * naive_theta.prior_up(s1.tau, s1.nu)
+    A = s1.A
+    val += (0.5 * p.lambda2 * np.sum(A ** 2) + 0.5 * p.lambda3 * np.sum((A @ A.T - np.eye(15)) ** 2)
+            - p.lambda4 * np.linalg.slogdet(A.T @ A)[1])
+    assert obj == pytest.approx(val, rel=1e-9)
+
+
+def test_n_init_keeps_lowest_objective():
+    X, _ = _blobs(n_per=15, C=3, N=5, sep=1.5, seed=5)
+    finals = []
+    seeds = np.random.RandomState(7).randint(np.iinfo(np.int32).max, size=3)
+    for s in seeds:
+        m = NTClustering(3, random_state=0, n_components=15, max_iter=5)
+        # the same per-restart seed as n_init uses
+        p = m._params(5)
+        Xs = m._scaled(X, m._rms_scale(X))
+        rng = np.random.RandomState(s)
+        st = _driver.run(Xs, _driver.initialise(Xs, p, rng), p, rng)
+        finals.append(st.objective_history[-1])
+    model = NTClustering(3, random_state=7, n_init=3, n_components=15, max_iter=5).fit(X)
+    assert model.objective_history_[-1] == pytest.approx(min(finals), rel=1e-12)
+
+
+def test_identity_transform_option():
+    X, _ = _blobs(seed=6)
+    model = NTClustering(3, learn_transform=False, random_state=0, max_iter=5).fit(X)
+    np.testing.assert_array_equal(model.components_, np.eye(X.shape[1]))
+    assert model.dissimilarity_.shape == (3, X.shape[1])
+    assert model.transform(X).shape == X.shape
+
+
+def test_paper_rule_selectable_and_online_variant():
+    X, _ = _blobs(seed=7)
+    m = NTClustering(3, assign="paper", random_state=0, **SMALL).fit(X)
+    assert m.labels_.shape == (X.shape[0],)
+    m = NTClustering(3, online_fraction=0.85, online_rate=0.5, random_state=0, **SMALL).fit(X)
+    assert np.all(np.isfinite(m.objective_history_))
+
+
+def test_n_jobs_restored_and_thread_independent():
+    import numba
+    X, _ = _blobs(seed=8)
+    before = numba.get_num_threads()
+    a = NTClustering(3, random_state=1, n_jobs=1, **SMALL).fit(X)
+    assert numba.get_num_threads() == before
+    b = NTClustering(3, random_state=1, n_jobs=-1, **SMALL).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.dissimilarity_, b.dissimilarity_)
+    np.testing.assert_array_equal(a.objective_history_, b.objective_history_)
+
+
+def test_warm_start_equals_uninterrupted_fit():
+    X, _ = _blobs(n_per=15, C=3, N=5, sep=1.5, seed=9)
+    full = NTClustering(3, random_state=3, tol=0.0, n_components=15, max_iter=6).fit(X)
+    part = NTClustering(3, random_state=3, tol=0.0, n_components=15, max_iter=2,
+                        warm_start=True).fit(X)
+    part.set_params(max_iter=6).fit(X)
+    np.testing.assert_array_equal(part.objective_history_, full.objective_history_)
+    np.testing.assert_array_equal(part.components_, full.components_)
+    np.testing.assert_array_equal(part.labels_, full.labels_)
+
+
+def test_keyboard_interrupt_keeps_last_complete_iterate():
+    X, _ = _blobs(seed=10)
+    seen = []
+
+    def cb(state):
+        seen.append(state.n_iter)
+        if state.n_iter == 3:
+            raise KeyboardInterrupt
+
+    model = NTClustering(3, random_state=0, tol=0.0, **SMALL)
+    with pytest.warns(RuntimeWarning, match="interrupted"):
+        with pytest.raises(KeyboardInterrupt):
+            model.fit(X, callback=cb)
+    assert model.n_iter_ == 3 and len(model.objective_history_) == 3
+    assert model.predict(X).shape == (X.shape[0],)
+
+
+def test_callback_can_stop():
+    X, _ = _blobs(seed=11)
+    model = NTClustering(3, random_state=0, tol=0.0, **SMALL)
+    model.fit(X, callback=lambda s: s.n_iter >= 2)
+    assert model.n_iter_ == 2
+
+
+def test_verbose_progress_lines(capsys):
+    X, _ = _blobs(seed=12)
+    NTClustering(3, random_state=0, verbose=1, tol=0.0, n_components=24, max_iter=3).fit(X)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3
+    assert all("objective" in line and "eta" in line for line in err)

@@ -1,0 +1,243 @@
+"""Robustness: bad input, degenerate numerics, determinism, nothing lost or mutated.
+
+docs/reliability.md lists every case tried here and what the user gets.
+"""
+import hashlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from sklearn.metrics import adjusted_rand_score
+
+import naive
+from ntnumba import NTClustering
+from ntnumba.datasets import normalize_images
+from ntnumba.kernels import assign, candidate_nt
+
+FAST = dict(n_components=12, max_iter=5, random_state=0)
+
+
+def _data(n=40, N=6, C=3, seed=0, sep=4.0):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % C
+    return sep * rng.standard_normal((C, N))[y] + rng.standard_normal((n, N)), y
+
+
+def _digest(a):
+    a = np.asarray(a)
+    return hashlib.sha256(a.tobytes() + str(a.dtype).encode() + str(a.shape).encode()).hexdigest()
+
+
+# ------------------------------------------------------------------------------ bad input
+X0, _ = _data()
+
+
+@pytest.mark.parametrize("X, exc, match", [
+    (np.where(np.arange(240).reshape(40, 6) % 50 == 7, np.nan, X0), ValueError,
+     r"X: contains 5 NaN or infinite value\(s\), first at row 1\b"),
+    (np.where(np.arange(240).reshape(40, 6) == 200, np.inf, X0), ValueError,
+     r"X: contains 1 NaN or infinite value\(s\), first at row 33"),
+    (np.empty((0, 6)), ValueError, r"X: Found array with 0 sample"),
+    (np.empty((5, 0)), ValueError, r"X: Found array with 0 feature"),
+    (np.ones(6), ValueError, r"X: Expected 2D array, got 1D array"),
+    (np.ones((2, 6)), ValueError, r"X: n_samples=2 should be >= n_clusters=3"),
+    (X0.astype(complex), ValueError, r"X: Complex data not supported"),
+    (np.array([["a"] * 6] * 40, dtype=object), ValueError, r"X: could not convert string"),
+    (np.ones((4, 3, 2)), ValueError, r"X: Found array with dim 3"),
+])
+def test_bad_input_names_the_argument(X, exc, match):
+    with pytest.raises(exc, match=match):
+        NTClustering(3, **FAST).fit(X)
+
+
+def test_wrong_number_of_features_at_predict():
+    model = NTClustering(3, **FAST).fit(X0)
+    for method in (model.predict, model.transform, model.score):
+        with pytest.raises(ValueError, match=r"X: X has 5 features, but NTClustering is "
+                                             r"expecting 6 features"):
+            method(X0[:, :5])
+
+
+@pytest.mark.parametrize("params, exc, match", [
+    (dict(lambda0=-0.1), ValueError, r"lambda0: must be >= 0"),
+    (dict(lambda1=-1), ValueError, r"lambda1: must be >= 0"),
+    (dict(lambda_e=np.nan), ValueError, r"lambda_e: must be finite"),
+    (dict(lambda2=-16.0), ValueError, r"lambda2: must be >= 0"),
+    (dict(n_components=4), ValueError, r"n_components: must be >= n_features \(6\)"),
+    (dict(n_similarity=0), ValueError, r"n_similarity: must be >= 1"),
+    (dict(n_clusters=0), ValueError, r"n_clusters: must be >= 1"),
+    (dict(n_clusters=2.5), TypeError, r"n_clusters: expected an integer"),
+    (dict(n_dissimilarity=4), ValueError, r"n_dissimilarity: only None or n_clusters"),
+    (dict(assign="min-max"), ValueError, r"assign: expected one of"),
+    (dict(init="kmeans+++"), ValueError, r"init: expected one of"),
+    (dict(scaling="std"), ValueError, r"scaling: expected one of"),
+    (dict(max_iter=0), ValueError, r"max_iter: must be >= 1"),
+    (dict(tol=-1e-3), ValueError, r"tol: must be >= 0"),
+    (dict(n_init=0), ValueError, r"n_init: must be >= 1"),
+    (dict(online_fraction=0.0), ValueError, r"online_fraction: must be > 0"),
+    (dict(online_fraction=1.5), ValueError, r"online_fraction: must be <= 1"),
+    (dict(online_rate=2.0), ValueError, r"online_rate: must be <= 1"),
+    (dict(n_jobs=0), ValueError, r"n_jobs: must be a positive integer, -1 or None"),
+    (dict(learn_transform="yes"), TypeError, r"learn_transform: expected a bool"),
+])
+def test_bad_hyper_parameters(params, exc, match):
+    kw = dict(FAST)
+    kw.update(params)
+    C = kw.pop("n_clusters", 3)
+    with pytest.raises(exc, match=match):
+        NTClustering(C, **kw).fit(X0)
+
+
+def test_kernel_argument_errors():
+    Q = np.ones((4, 5))
+    with pytest.raises(ValueError, match="nu: expected 5 columns"):
+        assign(Q, np.ones((2, 5)), np.ones((1, 4)), 0.03, 0.03)
+    with pytest.raises(ValueError, match="lambda_a: must be >= 0"):
+        assign(Q, np.ones((2, 5)), np.ones((1, 5)), 0.03, 0.03, lambda_a=-1.0)
+    with pytest.raises(TypeError, match="tau: expected a numeric array"):
+        assign(Q, np.array([["a"] * 5] * 2, dtype=object), np.ones((1, 5)), 0.03, 0.03)
+
+
+# ------------------------------------------------------------------------------ input kinds
+def test_integer_float32_readonly_memmap_inputs_and_no_mutation(tmp_path):
+    X, y = _data(seed=1)
+    Xi = np.rint(10 * X).astype(np.int32)
+    X32 = X.astype(np.float32)
+    Xro = X.copy()
+    Xro.flags.writeable = False
+    mm = np.lib.format.open_memmap(tmp_path / "X.npy", mode="w+", dtype=np.float64,
+                                   shape=X.shape)
+    mm[:] = X
+    mm.flush()
+    mm = np.load(tmp_path / "X.npy", mmap_mode="r")
+    for data in (Xi, X32, Xro, mm, X.tolist()):
+        before = _digest(data)
+        model = NTClustering(3, **FAST).fit(data)
+        model.predict(data)
+        model.transform(data)
+        model.score(data)
+        assert _digest(data) == before
+        assert adjusted_rand_score(y, model.labels_) > 0.9
+    assert NTClustering(3, **FAST).fit(X32).transform(X32).dtype == np.float32
+    assert NTClustering(3, **FAST).fit(Xi).transform(Xi).dtype == np.float64
+
+
+def test_kernels_do_not_modify_inputs():
+    rng = np.random.default_rng(2)
+    Q, tau, nu = rng.standard_normal((10, 8)), rng.standard_normal((3, 8)), rng.standard_normal(
+        (2, 8))
+    digests = [_digest(a) for a in (Q, tau, nu)]
+    assign(Q, tau, nu, 0.03, 0.03)
+    candidate_nt(Q[0], tau[0], nu[0], 0.03, 0.03, safeguard=True)
+    assert [_digest(a) for a in (Q, tau, nu)] == digests
+
+
+# ------------------------------------------------------------------------------ numerics
+def _assert_finite_model(model, X):
+    assert np.all(np.isfinite(model.objective_history_))
+    for name in ("components_", "dissimilarity_", "similarity_"):
+        assert np.all(np.isfinite(getattr(model, name))), name
+    assert np.all(np.isfinite(model.transform(X)))
+    assert np.isfinite(model.score(X))
+    lab = model.predict(X)
+    assert lab.dtype.kind == "i" and lab.min() >= 0 and lab.max() < model.n_clusters
+
+
+@pytest.mark.parametrize("scale", [1e-150, 1e-20, 1e20, 1e150])
+def test_extreme_scales_give_the_same_clustering(scale):
+    X, y = _data(seed=3)
+    ref = NTClustering(3, **FAST).fit(X)
+    model = NTClustering(3, **FAST).fit(X * scale)
+    _assert_finite_model(model, X * scale)
+    assert adjusted_rand_score(ref.labels_, model.labels_) == 1.0
+
+
+def test_duplicates_and_zero_rows():
+    X, _ = _data(seed=4)
+    Xd = np.vstack([X[:5]] * 8)             # only 5 distinct samples
+    _assert_finite_model(NTClustering(3, **FAST).fit(Xd), Xd)
+    Xz = X.copy()
+    Xz[::3] = 0.0                           # all-zero rows: every candidate invalid
+    _assert_finite_model(NTClustering(3, **FAST).fit(Xz), Xz)
+    Zall = np.zeros((20, 6))                # nothing but zeros
+    _assert_finite_model(NTClustering(2, **FAST).fit(Zall), Zall)
+
+
+def test_zero_variance_images_normalise_to_zero():
+    X, _ = _data(seed=5)
+    X[3] = 7.0                              # a constant image
+    Xn = normalize_images(X)
+    assert np.all(Xn[3] == 0.0) and np.all(np.isfinite(Xn))
+    np.testing.assert_allclose(Xn[np.arange(40) != 3].std(axis=1), 1.0)
+    _assert_finite_model(NTClustering(3, **FAST).fit(Xn), Xn)
+
+
+def test_objective_finite_every_iteration_and_reseeding_reported(capsys):
+    X, _ = _data(n=30, C=2, seed=6)
+    # far more clusters than structure: some clusters empty out and must be re-seeded
+    model = NTClustering(12, n_components=12, max_iter=6, tol=0.0, random_state=0,
+                         init="random", verbose=1).fit(X)
+    assert np.all(np.isfinite(model.objective_history_))
+    err = capsys.readouterr().err
+    assert "re-seeded clusters" in err
+    assert model._state.reseeded, "re-seeding must be recorded"
+
+
+def test_invalid_candidates_never_win_in_a_fit():
+    X, _ = _data(seed=7)
+    model = NTClustering(3, assign="paper", **FAST).fit(X)
+    _, _, _, scores = model._stage1(X)
+    best = scores[np.arange(X.shape[0]), model.labels_, model.similarity_labels_]
+    finite_rows = np.isfinite(scores).any(axis=(1, 2))
+    assert np.all(np.isfinite(best[finite_rows]))
+
+
+# ------------------------------------------------------------------------------ determinism
+def test_bit_identical_across_repeats_and_threads():
+    X, _ = _data(n=60, seed=8)
+    fits = [NTClustering(3, n_jobs=j, **FAST).fit(X) for j in (1, 2, 1)]
+    for other in fits[1:]:
+        for name in ("labels_", "similarity_labels_", "components_", "dissimilarity_",
+                     "similarity_", "objective_history_"):
+            assert _digest(getattr(fits[0], name)) == _digest(getattr(other, name)), name
+
+
+# ------------------------------------------------------------------------------ properties
+_small = st.integers(min_value=2, max_value=7)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), M=_small, lam0=st.sampled_from([0.0, 0.03, 0.3, 2.0]))
+def test_property_candidate_never_above_brute_force(data, M, lam0):
+    elems = st.floats(-5, 5, allow_nan=False, allow_infinity=False, width=64)
+    q = data.draw(arrays(np.float64, M, elements=elems))
+    tau = data.draw(arrays(np.float64, M, elements=elems))
+    nu = data.draw(arrays(np.float64, M, elements=elems))
+    y, v = candidate_nt(q, tau, nu, lam0, 0.03, safeguard=True)
+    if np.isinf(v):
+        assert np.all(y == 0)
+        return
+    assert v == pytest.approx(naive.candidate_objective(y, q, tau, nu, lam0, 0.03), rel=1e-9,
+                              abs=1e-12)
+    nz = y != 0
+    assert np.all(np.sign(y[nz]) == np.sign(q[nz]))
+    if lam0 > 0:
+        _, ref = naive.candidate_enum(q, tau, nu, lam0, 0.03)
+        if np.isfinite(ref):
+            assert v <= ref + 1e-7 * max(1.0, abs(ref))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(X=arrays(np.float64, st.tuples(st.integers(1, 12), st.integers(1, 4)),
+                elements=st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)),
+       C=st.integers(1, 3))
+def test_property_fit_predict_tiny_random(X, C):
+    model = NTClustering(C, n_components=4, max_iter=3, random_state=0)
+    if X.shape[0] < C:
+        with pytest.raises(ValueError, match="should be >= n_clusters"):
+            model.fit(X)
+        return
+    model.fit(X)
+    _assert_finite_model(model, X)
