@@ -189,3 +189,32 @@ def test_verbose_progress_lines(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3
     assert all("objective" in line and "eta" in line for line in err)
+
+
+def test_each_stage_never_increases_the_full_objective():
+    """Stage 1 (objective rule), Stage 2 (lambda_e = 0) and Stage 3 (batch MM), one at a time."""
+    from ntnumba.kernels import assign, update_theta, update_transform
+    for seed in range(4):
+        X, _ = _blobs(n_per=12, C=3, N=5, sep=1.0, seed=20 + seed)
+        X = X / np.sqrt(np.mean(X ** 2))
+        p = NTClustering(3, lambda_e=0.0, random_state=0, n_components=12)._params(5)
+        rng = np.random.RandomState(seed)
+        s0 = _driver.initialise(X, p, rng)
+        s, obj, _ = _driver.iterate(X, s0, p, rng)
+        Q = X @ s.A.T
+        # the previous iterate: Stage 1 of the first iteration, with the initial parameters
+        Y0 = assign(X @ s0.A.T, s0.tau, s0.nu, p.lambda0, p.lambda1, lambda_a=p.lambda_a)[2]
+        J0 = _driver.full_objective(X, s.A, Y0, s.labels, s.similarity_labels, s.tau, s.nu, p)
+        assert J0 == pytest.approx(obj, rel=1e-12)
+        lab, sim, Y = assign(Q, s.tau, s.nu, p.lambda0, p.lambda1, lambda_a=p.lambda_a)[:3]
+        J1 = _driver.full_objective(X, s.A, Y, lab, sim, s.tau, s.nu, p)
+        tau, nu = update_theta(Q, Y, lab, sim, s.tau, s.nu, lambda0=p.lambda0,
+                               lambda_a=p.lambda_a, lambda_e=0.0)
+        J2 = _driver.full_objective(X, s.A, Y, lab, sim, tau, nu, p)
+        w = 1 + p.lambda_a
+        Ybar = (Y + p.lambda_a * (tau[lab] + nu[sim])) / w
+        A = update_transform(X, Ybar, s.A, lambda2=p.lambda2 / w, lambda3=p.lambda3 / w,
+                             lambda4=p.lambda4 / w, n_steps=5)
+        J3 = _driver.full_objective(X, A, Y, lab, sim, tau, nu, p)
+        tol = 1e-10 * abs(J0)
+        assert J1 <= J0 + tol and J2 <= J1 + tol and J3 <= J2 + tol, (J0, J1, J2, J3)
