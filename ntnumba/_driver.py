@@ -92,8 +92,9 @@ def full_objective(X, A, Y, labels, sim, tau, nu, p, Q=None):
 def initialise(X, p, rng):
     """Initial A, tau, nu.
 
-    ``init="random"`` is the paper's: A, tau, nu i.i.d. N(0, 1). ``init="k-means++"`` keeps the
-    random A and nu, and seeds tau by k-means++ in the transform domain (tau_c = q_s - mean nu).
+    ``init="random"`` is the paper's: A, tau, nu i.i.d. N(0, 1), except that the rows of A are
+    scaled to unit norm. ``init="k-means++"`` keeps the random A and nu, and seeds tau by
+    k-means++ in the transform domain (tau_c = q_s - mean nu).
     ``init="kmeans"`` runs scikit-learn's KMeans (n_init=1) on Q for tau.
     """
     n, N = X.shape
@@ -101,8 +102,8 @@ def initialise(X, p, rng):
     M = p.n_components if p.learn_transform else N
     if p.learn_transform:
         A = rng.standard_normal((M, N)).astype(dt)
-        # unit-norm rows: Q keeps the scale of X (the paper's i.i.d. N(0,1) rows have norm
-        # ~sqrt(N)); the Stage-3 prior is invariant to nothing, so this only sets the start
+        # rows scaled to unit norm (the paper leaves them i.i.d. N(0, 1), of norm ~sqrt(N)):
+        # then q = A x has the scale of x's features, the scale of the N(0, 1) tau and nu
         A /= np.linalg.norm(A, axis=1, keepdims=True)
     else:
         A = None
