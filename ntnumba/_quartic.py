@@ -11,7 +11,7 @@ from numba import njit
 _NEWTON_STEPS = 3
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _cubic_largest_real_root(a2, a1, a0):
     """Largest real root of ``m^3 + a2 m^2 + a1 m + a0`` (Cardano / trigonometric form).
 
@@ -57,7 +57,7 @@ def _cubic_largest_real_root(a2, a1, a0):
     return m
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _quad_roots(bq, cq, out, n):
     """Real roots of ``t^2 + bq t + cq``, appended to ``out[n:]``; returns the new count.
 
@@ -86,18 +86,18 @@ def _quad_roots(bq, cq, out, n):
     return n
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _poly4(x, a, b, c, d):
     return (((x + a) * x + b) * x + c) * x + d
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _poly4_abs(x, a, b, c, d):
     ax = abs(x)
     return (((ax + abs(a)) * ax + abs(b)) * ax + abs(c)) * ax + abs(d)
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _polish4(x, a, b, c, d):
     fx = _poly4(x, a, b, c, d)
     for _ in range(_NEWTON_STEPS):
@@ -114,7 +114,7 @@ def _polish4(x, a, b, c, d):
     return x
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _quartic_real_roots(a, b, c, d, out):
     """Real roots of the monic quartic ``x^4 + a x^3 + b x^2 + c x + d`` (Ferrari).
 
@@ -195,7 +195,7 @@ def _quartic_real_roots(a, b, c, d, out):
     return cnt
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _largest_positive_root(c3, c1, c0, buf):
     """Largest positive root of ``h^4 + c3 h^3 + c1 h + c0`` or -1.0 if there is none.
 

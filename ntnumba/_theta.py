@@ -74,7 +74,7 @@ TAU_NO_PRIOR = -4     # the minimiser of the data terms where the prior is absen
 # numba kernels
 # --------------------------------------------------------------------------------------------
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _rho_sigma(y, z):
     """(rho(y, z), sigma(y, z)) in float64."""
     r = 0.0
@@ -86,7 +86,7 @@ def _rho_sigma(y, z):
     return r, s
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _rho(y, z):
     r = 0.0
     for j in range(y.shape[0]):
@@ -94,7 +94,7 @@ def _rho(y, z):
     return r
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _prior_eval(y, tau, nu, skip_tau, skip_nu):
     """f_c(y, theta without (skip_tau, skip_nu)) and its active pair.
 
@@ -129,7 +129,7 @@ def _prior_eval(y, tau, nu, skip_tau, skip_nu):
     return best, c1b, c2b
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _prior_terms(tau, nu, out):
     """out[p] = f_c of parameter p: taus first (p < Cd), then nus.
 
@@ -145,7 +145,7 @@ def _prior_terms(tau, nu, out):
         out[p] = val
 
 
-@njit(parallel=True, cache=False)
+@njit(parallel=True, cache=False, error_model="numpy")
 def _sample_terms(Q, Y, tau, nu, labels, slabels, out):
     """Per sample: ||q - tau_j1 - nu_j2||^2, rho(y, tau_j1), rho(y, nu_j2), sigma(y, tau_j1)."""
     n, M = Q.shape
@@ -175,7 +175,7 @@ def _sample_terms(Q, Y, tau, nu, labels, slabels, out):
         out[i, 3] = sg
 
 
-@njit(parallel=True, cache=False)
+@njit(parallel=True, cache=False, error_model="numpy")
 def _group_sums(Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
     """Per group g (rows order[offsets[g]:offsets[g+1]]): sums of q, ||q||^2, w y+, w y-, y^2.
 
@@ -218,14 +218,14 @@ def _group_sums(Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
         qq[g, t % nb] = s_qq
 
 
-@njit(parallel=True, cache=False)
+@njit(parallel=True, cache=False, error_model="numpy")
 def _rho_rows(Y, rows, Z, zidx, out):
     """out[r] = rho(Y[rows[r]], Z[zidx[r]])."""
     for r in prange(rows.shape[0]):
         out[r] = _rho(Y[rows[r]], Z[zidx[r]])
 
 
-@njit(parallel=True, cache=False)
+@njit(parallel=True, cache=False, error_model="numpy")
 def _weighted_signed_colsum(Y, rows, w, pos, neg):
     """pos = sum_r w_r Y[rows[r]]+, neg = sum_r w_r Y[rows[r]]- (prange over column blocks)."""
     M = Y.shape[1]
@@ -252,7 +252,7 @@ def _weighted_signed_colsum(Y, rows, w, pos, neg):
             neg[j0 + jj] = s_m[jj]
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _tau_value(t, c, P, BP, BM, KD, tau, nu, lam_e):
     """T_c(t) without its constant: sum_j (-P t + KD t^2/2 + BP t+ + BM t-) + lam_e f_c(t)."""
     val = 0.0
@@ -269,7 +269,7 @@ def _tau_value(t, c, P, BP, BM, KD, tau, nu, lam_e):
     return val
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _tau_one(c, P, BP, BM, KD, tau, nu, lam_e, safeguard, out, Told, Tnew, choice):
     """Update tau_c (an active cluster); writes only row/entry c of the outputs.
 
@@ -360,7 +360,7 @@ def _tau_one(c, P, BP, BM, KD, tau, nu, lam_e, safeguard, out, Told, Tnew, choic
     choice[c] = ch
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _tau_kernel(P, BP, BM, KD, tau, nu, lam_e, active, safeguard, out, Told, Tnew, choice):
     """Every tau_c (iteration c writes only row/entry c of the outputs).
 
@@ -380,7 +380,7 @@ def _tau_kernel(P, BP, BM, KD, tau, nu, lam_e, active, safeguard, out, Told, Tne
             choice[c] = TAU_RESEEDED
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _cubic_root(k, b, K):
     """Unique positive root of k x^3 - b x^2 - K (k, K > 0): argmin of k x^2/2 - b x + K/x.
 
@@ -402,7 +402,7 @@ def _cubic_root(k, b, K):
     return x
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _nu_candidates(z, Gp, Gm, bp, bm, k, outA, outB):
     """The two candidates of one nu step (see :func:`update_theta`, Notes).
 
