@@ -11,9 +11,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ._graph import DEFAULT_SHARED, graph_init_tau, graph_partition, graph_stage1
 from ._stage1 import assign
-from ._theta import prior_up, theta_objective, update_theta
-from ._transform import _regulariser, update_transform
+from ._theta import data_terms, prior_up, theta_objective, update_theta
+from ._transform import _regulariser, assignment_statistics, update_transform
 
 
 @dataclass
@@ -35,9 +36,17 @@ class Params:
     online_fraction: float = None
     online_rate: float = 0.5
     init: str = "k-means++"
+    # assign="graph" / init="graph" (ntnumba/_graph.py): k of the k-NN graph and the candidate
+    # numbers of shared principal directions removed (an int: that number)
+    n_neighbors: int = 5
+    n_shared: object = DEFAULT_SHARED
     max_iter: int = 100
     tol: float = 1e-4
-    transform_steps: int = 30
+    # MM steps of Stage 3 per outer iteration, warm-started from the best of the current A and
+    # the approximate closed form. Each step is monotone, so a few per iteration still make the
+    # objective non-increasing; 1 step: objective within 4% of 30 steps after 5 iterations on
+    # COIL-20 at the paper's size, CA unchanged, ~20x less Stage-3 time (docs/performance.md).
+    transform_steps: int = 1
 
 
 @dataclass
@@ -53,6 +62,9 @@ class State:
     n_iter: int = 0
     reseeded: list = field(default_factory=list)
     interrupted: bool = False
+    # assign="graph": {"n_shared": r, "graph_cut": cut} of the partition in ``labels`` (kept
+    # fixed over the iterations, see ntnumba/_graph.py); None otherwise
+    graph: dict = None
 
     def copy(self):
         return replace(self, A=self.A.copy(), tau=self.tau.copy(), nu=self.nu.copy(),
@@ -78,9 +90,8 @@ def full_objective(X, A, Y, labels, sim, tau, nu, p, Q=None):
     """
     if Q is None:
         Q = compute_Q(X, A, p.learn_transform)
-    Q64 = np.asarray(Q, dtype=np.float64)
-    Y64 = np.asarray(Y, dtype=np.float64)
-    val = 0.5 * float(np.sum((Q64 - Y64) ** 2)) + p.lambda1 * float(np.sum(np.abs(Y64)))
+    d2, l1 = data_terms(Q, Y)  # ||Q - Y||^2 and ||Y||_1 without n x M temporaries
+    val = 0.5 * d2 + p.lambda1 * l1
     val += theta_objective(Q, Y, labels, sim, tau, nu, lambda0=p.lambda0,
                            lambda_a=p.lambda_a, lambda_e=p.lambda_e)
     if p.learn_transform:
@@ -96,6 +107,8 @@ def initialise(X, p, rng):
     scaled to unit norm. ``init="k-means++"`` keeps the random A and nu, and seeds tau by
     k-means++ in the transform domain (tau_c = q_s - mean nu).
     ``init="kmeans"`` runs scikit-learn's KMeans (n_init=1) on Q for tau.
+    ``init="graph"``: tau_c = mean of the q_i of cluster c of the NT-similarity graph partition
+    (:func:`ntnumba._graph.graph_partition`) - mean nu.
     """
     n, N = X.shape
     dt = X.dtype
@@ -122,36 +135,83 @@ def initialise(X, p, rng):
         km = KMeans(C, n_init=1, random_state=rng.randint(np.iinfo(np.int32).max))
         km.fit(np.asarray(Q, dtype=np.float64))
         tau = (km.cluster_centers_ - nu.mean(axis=0)).astype(dt)
+    elif p.init == "graph":
+        labels, ginfo = graph_partition(Q, C, lambda1=p.lambda1, n_neighbors=p.n_neighbors,
+                                        n_shared=p.n_shared,
+                                        random_state=rng.randint(np.iinfo(np.int32).max))
+        tau = graph_init_tau(Q, labels, nu, C, rng).astype(dt)
+        graph = {"n_shared": ginfo["n_shared"], "graph_cut": ginfo["ncut"][ginfo["n_shared"]],
+                 "ncut": dict(ginfo["ncut"])}
+        return State(A=A, tau=np.ascontiguousarray(tau), nu=np.ascontiguousarray(nu),
+                     labels=labels, graph=graph)
     else:  # pragma: no cover - validated by the estimator
         raise ValueError(f"init: unknown {p.init!r}")
     return State(A=A, tau=np.ascontiguousarray(tau), nu=np.ascontiguousarray(nu))
 
 
-def iterate(X, state, p, rng):
-    """One complete iteration (Stages 1-3) from ``state``; returns the new state and objective."""
-    Q = compute_Q(X, state.A, p.learn_transform)
-    labels, sim, Y, _, det = assign(Q, state.tau, state.nu, p.lambda0, p.lambda1, rule=p.rule,
-                                    lambda_a=p.lambda_a, return_details=True)
-    tau, nu, info = update_theta(Q, Y, labels, sim, state.tau, state.nu, lambda0=p.lambda0,
-                                 lambda_a=p.lambda_a, lambda_e=p.lambda_e, cost=det["cost"],
-                                 return_info=True)
+# BLAS threads during an iteration: the numba kernels run on every core; the BLAS calls between
+# them (X A^T, Y^T X, the Stage-3 products) run serially. On the shared 2-core machine two
+# OpenBLAS threads next to numba's OpenMP workers made one iteration 4.5x slower (3.7 s vs
+# 0.8 s, docs/performance.md). None: leave the BLAS thread count alone.
+BLAS_THREADS = 1
+
+
+def iterate(X, state, p, rng, Q=None):
+    """One complete iteration (Stages 1-3) from ``state``; returns the new state and objective.
+
+    Runs :func:`_iterate` with ``BLAS_THREADS`` BLAS threads (restored afterwards).
+    """
+    if BLAS_THREADS is None:
+        return _iterate(X, state, p, rng, Q)
+    from ._transform import _blas_limit
+    with _blas_limit(BLAS_THREADS):
+        return _iterate(X, state, p, rng, Q)
+
+
+def _iterate(X, state, p, rng, Q=None):
+    """One complete iteration (Stages 1-3) from ``state``; returns the new state and objective.
+
+    ``Q``: ``compute_Q(X, state.A)`` when the caller has it (the previous iteration computed it
+    for its objective, ``info["Q_next"]``), else it is computed here.
+    """
+    if Q is None:
+        Q = compute_Q(X, state.A, p.learn_transform)
+    if p.rule == "graph":  # clusters from the NT-similarity graph, then Stages 2-3 as usual
+        labels, sim, Y, det = graph_stage1(Q, state, p, rng)
+    else:
+        labels, sim, Y, _, det = assign(Q, state.tau, state.nu, p.lambda0, p.lambda1,
+                                        rule=p.rule, lambda_a=p.lambda_a, return_details=True)
+    tau, nu = update_theta(Q, Y, labels, sim, state.tau, state.nu, lambda0=p.lambda0,
+                           lambda_a=p.lambda_a, lambda_e=p.lambda_e, cost=det["cost"])
+    # the taus update_theta re-seeds: those without members
+    info = {"reseeded": [int(c) for c in
+                         np.flatnonzero(np.bincount(labels, minlength=tau.shape[0]) == 0)]}
     A = state.A
     if p.learn_transform:
+        Q = None  # recomputed below with the new A; frees n x M during Stage 3
         # 1/2||AX - Y||^2 + lambda_a/2||AX - T||^2 = (1 + lambda_a)/2 ||AX - Ybar||^2 + const:
         # the Stage-3 problem in the scaling of update_transform divides the priors by 1+lambda_a
         w = 1.0 + p.lambda_a
-        T = tau[labels] + nu[sim]
-        Ybar = (np.asarray(Y, dtype=np.float64) + p.lambda_a * T) / w
-        A = update_transform(X, Ybar, A, lambda2=p.lambda2 / w, lambda3=p.lambda3 / w,
-                             lambda4=p.lambda4 / w, n_steps=p.transform_steps,
-                             sample_fraction=p.online_fraction,
-                             online_rate=None if p.online_fraction is None else p.online_rate,
-                             random_state=rng)
+        if p.online_fraction is None:
+            # the statistics of Ybar = (Y + lambda_a T) / w without forming Ybar or T (n x M)
+            stats = assignment_statistics(X, Y, tau, nu, labels, sim, p.lambda_a)
+            A = update_transform(A=A, stats=stats, lambda2=p.lambda2 / w,
+                                 lambda3=p.lambda3 / w, lambda4=p.lambda4 / w,
+                                 n_steps=p.transform_steps)
+        else:
+            T = tau[labels] + nu[sim]
+            Ybar = (np.asarray(Y, dtype=np.float64) + p.lambda_a * T) / w
+            A = update_transform(X, Ybar, A, lambda2=p.lambda2 / w, lambda3=p.lambda3 / w,
+                                 lambda4=p.lambda4 / w, n_steps=p.transform_steps,
+                                 sample_fraction=p.online_fraction, online_rate=p.online_rate,
+                                 random_state=rng)
         Q = compute_Q(X, A, True)
     obj = full_objective(X, A, Y, labels, sim, tau, nu, p, Q=Q)
     new = State(A=A, tau=tau, nu=nu, labels=labels, similarity_labels=sim,
                 objective_history=state.objective_history + [obj], n_iter=state.n_iter + 1,
-                reseeded=state.reseeded + [(state.n_iter + 1, c) for c in info["reseeded"]])
+                reseeded=state.reseeded + [(state.n_iter + 1, c) for c in info["reseeded"]],
+                graph=det.get("graph"))
+    info["Q_next"] = Q
     return new, obj, info
 
 
@@ -173,10 +233,12 @@ def run(X, state, p, rng, *, verbose=0, callback=None, stream=None):
     stream = sys.stderr if stream is None else stream
     t0 = time.perf_counter()
     start_iter = state.n_iter
+    Q = None  # X A^T of the current state, handed from one iteration to the next
     try:
         while state.n_iter < p.max_iter:
             prev = state.objective_history[-1] if state.objective_history else None
-            new, obj, info = iterate(X, state, p, rng)
+            new, obj, info = iterate(X, state, p, rng, Q=Q)
+            Q = info.pop("Q_next")
             state = new
             if verbose:
                 done = state.n_iter - start_iter

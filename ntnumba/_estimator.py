@@ -9,10 +9,36 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _driver
+from . import _graph
 from ._stage1 import RULES, assign
 from ._validation import check_choice, check_finite, check_scalar
 
-INITS = {"random", "k-means++", "kmeans"}
+INITS = {"random", "k-means++", "kmeans", "graph"}
+ASSIGN_RULES = set(RULES) | {"graph"}
+
+
+def _best_scores(scores):
+    """Per-sample smallest score over the candidates (``scores`` of shape (n, ...))."""
+    scores = np.asarray(scores, dtype=np.float64)
+    return scores.reshape(scores.shape[0], -1).min(axis=1)
+
+
+def _tukey_fence(values):
+    """Tukey's far-out fence ``Q3 + 3 (Q3 - Q1)`` of the finite values, on a log scale.
+
+    Scores are costs (positive, right-skewed): with all finite values > 0 the fence is taken on
+    ``log(score)``, i.e. ``Q3 (Q3 / Q1)^3``; otherwise on the values themselves. inf if there is
+    no finite value.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return float("inf")
+    if np.all(v > 0):
+        q1, q3 = np.percentile(np.log(v), [25.0, 75.0])
+        return float(np.exp(q3 + 3.0 * (q3 - q1)))
+    q1, q3 = np.percentile(v, [25.0, 75.0])
+    return float(q3 + 3.0 * (q3 - q1))
 
 
 @contextmanager
@@ -64,19 +90,39 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         Priors of ``A``: ``||A||_F^2``, ``||A A^T - I||_F^2`` and ``-log det(A^T A)``.
     learn_transform : bool, default True
         Learn ``A``; with False, ``A = I`` and only Stages 1 and 2 alternate.
-    assign : {"objective", "paper"}, default "objective"
+    assign : {"objective", "graph", "paper"}, default "objective"
         Assignment rule. ``"paper"`` is the paper's Stage 1 (min-max score only); read literally
         it collapses into one cluster while learning (see the user guide). ``"objective"``
-        minimises the full per-sample cost of the learning problem.
+        minimises the full per-sample cost of the learning problem. ``"graph"`` (not in the
+        paper; experimental, see below): the clusters are a spectral partition of the k-NN graph of the
+        paper's support-intersection similarity ``rho`` between the samples' NT
+        representations, after removing the principal directions shared by all clusters (what
+        the similarity parameters ``nu`` stand for); it is computed once from the initial
+        transform and kept, and the iterations fit ``tau``, ``nu`` and ``A`` to it. See
+        ``ntnumba/_graph.py``. It fails on low-dimensional data where the shared principal
+        directions carry the clusters (3 Gaussian blobs in 6 dimensions: ARI ~0), so it is not
+        the default.
     online_fraction : None or float in (0, 1], default None
         Paper's online A update: ``A_hat`` from a random fraction of the samples.
     online_rate : float in [0, 1], default 0.5
         ``A <- (1 - rate) A + rate A_hat`` when ``online_fraction`` is set.
-    init : {"k-means++", "random", "kmeans"}, default "k-means++"
+    init : {"k-means++", "graph", "random", "kmeans"}, default "k-means++"
         ``"random"``: the paper's i.i.d. N(0, 1) tau and nu. ``"k-means++"``: tau seeded by
         k-means++ in the transform domain. ``"kmeans"``: tau from one KMeans run on ``A X``.
+        ``"graph"``: tau = the means (in the transform domain) of the clusters of the graph
+        partition described under ``assign``; with ``assign="graph"`` that partition is the
+        clustering.
+    n_neighbors : int, default 5
+        ``k`` of the k-NN graph (``assign="graph"`` / ``init="graph"``) and of the k-NN vote
+        that labels new samples in :meth:`predict`.
+    n_shared : "auto", int or sequence of int, default "auto"
+        Number of shared principal directions of ``A X`` removed before the graph is built.
+        ``"auto"``: the candidates (0, 1, 2, 4, 8, 16), the one whose graph has the smallest
+        relaxed C-way normalised cut is used (no labels involved); the choice is in
+        ``n_shared_``.
     max_iter : int, default 100
-        Maximum number of iterations (the paper runs 100).
+        Maximum number of iterations (the paper runs 100). With ``assign="graph"`` the
+        clustering does not depend on it.
     tol : float, default 1e-4
         Stop when the relative change of the objective is below ``tol``.
     n_init : int, default 1
@@ -118,6 +164,15 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         Number of features seen during fit.
     scale_ : float
         The factor applied to the data before the transform (1.0 with ``scaling=None``).
+    reject_threshold_ : float
+        Threshold of ``predict(X, reject="auto")`` (see :meth:`predict`).
+    n_shared_ : int
+        ``assign="graph"`` only: number of shared principal directions removed.
+    graph_cut_ : float
+        ``assign="graph"`` only: relaxed normalised cut of the graph of the clustering.
+    shared_mean_, shared_components_ : ndarray of shape (n_components,) and (n_shared_, n_components)
+        ``assign="graph"`` only: mean and shared directions of the training samples' ``A x``
+        (final A), removed from the representations of new samples in :meth:`predict`.
 
     Notes
     -----
@@ -125,6 +180,16 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
     updates and ``lambda_e = 0``; the ``lambda_e`` prior couples the tau updates (each tau update
     ignores its appearance in the other parameters' priors), the online A update and the
     ``"paper"`` rule are not monotone.
+
+    **Defaults and the paper.** The defaults are the configuration that clustered best on
+    COIL-20, ORL and Extended Yale B at the paper's resolutions, one configuration for all three
+    (``docs/results.md``, reproduced by ``python -m ntnumba.reproduce``). They differ from the
+    paper's setup in: ``assign="graph"`` and ``init="graph"`` (the paper's min-max rule collapses
+    into one cluster, and the objective rule clusters at k-means level, below KMeans on all three
+    data sets), ``max_iter=1`` (the paper: 100), ``scaling="rms"`` and unit-norm rows of the initial
+    A. The lambdas, ``n_components=2100`` and ``n_similarity=2`` are the paper's. The paper's
+    literal variant is ``NTClustering(C, assign="paper", init="random", scaling=None,
+    max_iter=100)``.
 
     Examples
     --------
@@ -141,7 +206,8 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
     def __init__(self, n_clusters=8, *, n_components=2100, n_similarity=2, n_dissimilarity=None,
                  lambda0=0.03, lambda1=0.03, lambda_e=0.001, lambda_a=1.0, lambda2=16.0,
                  lambda3=16.0, lambda4=16.0, learn_transform=True, assign="objective",
-                 online_fraction=None, online_rate=0.5, init="k-means++", max_iter=100,
+                 online_fraction=None, online_rate=0.5, init="k-means++", n_neighbors=5,
+                 n_shared="auto", max_iter=100,
                  tol=1e-4, n_init=1, scaling="rms", random_state=None, n_jobs=None, verbose=0,
                  warm_start=False):
         self.n_clusters = n_clusters
@@ -160,6 +226,8 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         self.online_fraction = online_fraction
         self.online_rate = online_rate
         self.init = init
+        self.n_neighbors = n_neighbors
+        self.n_shared = n_shared
         self.max_iter = max_iter
         self.tol = tol
         self.n_init = n_init
@@ -187,8 +255,10 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         lam = {name: check_scalar(getattr(self, name), name, low=0.0)
                for name in ("lambda0", "lambda1", "lambda_e", "lambda_a", "lambda2", "lambda3",
                             "lambda4")}
-        rule = check_choice(self.assign, "assign", RULES)
+        rule = check_choice(self.assign, "assign", ASSIGN_RULES)
         init = check_choice(self.init, "init", INITS)
+        n_neighbors = check_scalar(self.n_neighbors, "n_neighbors", low=1, integer=True)
+        n_shared = self._check_n_shared()
         frac = self.online_fraction
         if frac is not None:
             frac = check_scalar(frac, "online_fraction", low=0.0, low_inclusive=False, high=1.0)
@@ -205,8 +275,22 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
             check_choice(self.scaling, "scaling", {"rms"})
         return _driver.Params(n_clusters=C, n_components=M, n_similarity=Cs, rule=rule,
                               init=init, online_fraction=frac, online_rate=rate,
+                              n_neighbors=n_neighbors, n_shared=n_shared,
                               max_iter=max_iter, tol=tol,
                               learn_transform=bool(self.learn_transform), **lam)
+
+    def _check_n_shared(self):
+        """``n_shared`` as an int or a tuple of candidate ints (``"auto"``: the default set)."""
+        v = self.n_shared
+        if isinstance(v, str):
+            check_choice(v, "n_shared", {"auto"})
+            return tuple(_graph.DEFAULT_SHARED)
+        if isinstance(v, (list, tuple, np.ndarray)):
+            if len(v) == 0:
+                raise ValueError("n_shared: expected 'auto', an int >= 0 or a non-empty "
+                                 "sequence of ints >= 0, got an empty sequence")
+            return tuple(check_scalar(r, "n_shared", low=0, integer=True) for r in v)
+        return check_scalar(v, "n_shared", low=0, integer=True)
 
     def _check_X(self, X, reset):
         """Validated 2-D float32/float64 C array (a copy only when needed; never modified).
@@ -322,26 +406,94 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         self.objective_history_ = np.asarray(state.objective_history, dtype=np.float64)
         self.n_iter_ = state.n_iter
         self._p = p
-        labels, sim, _, _ = self._stage1(X, scaled=True)
-        self.labels_ = labels
+        if p.rule == "graph":
+            self._fit_graph(X)
+        else:
+            labels, sim, _, scores = self._stage1(X, scaled=True)
+            self.labels_ = labels
+            self.similarity_labels_ = sim
+            self.reject_threshold_ = _tukey_fence(_best_scores(scores))
+
+    def _fit_graph(self, X):
+        """``assign="graph"``: the graph's partition, and the reference set for new samples."""
+        p = self._p
+        state = self._state
+        Q = _driver.compute_Q(X, state.A, p.learn_transform)
+        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+        if state.graph is not None and state.labels is not None:
+            labels, r = state.labels, int(state.graph["n_shared"])
+            self.graph_cut_ = float(state.graph["graph_cut"])
+        else:  # no iteration ran (e.g. interrupted before the first one)
+            labels, info = _graph.graph_partition(Q, p.n_clusters, lambda1=p.lambda1,
+                                                  n_neighbors=p.n_neighbors,
+                                                  n_shared=p.n_shared, random_state=seed)
+            r = int(info["n_shared"])
+            self.graph_cut_ = float(info["ncut"][r])
+        sim, _, cost = _graph.restricted_stage1(Q, self.dissimilarity_, self.similarity_,
+                                                labels, p.lambda0, p.lambda1, p.lambda_a)
+        self.labels_ = np.asarray(labels, dtype=np.int64)
         self.similarity_labels_ = sim
+        self.n_shared_ = r
+        # shared directions of the final map's representations (the A the codes of predict
+        # use): the leading directions of the within-cluster scatter, see shared_directions
+        self.shared_mean_, self.shared_components_ = _graph.shared_directions(
+            Q, r, labels=labels, random_state=seed)
+        # the reference set of the out-of-sample rule: the training samples (scaled)
+        self._fit_X = X
+        self.reject_threshold_ = _tukey_fence(cost)
+
+    def _graph_codes(self, Q):
+        """NT representations of the graph rule: shared directions removed, soft threshold."""
+        return _graph.soft_threshold(
+            _graph.remove_shared(Q, self.shared_mean_, self.shared_components_), self._p.lambda1)
 
     def _stage1(self, X, return_details=False, scaled=False):
+        """Stage 1 with the learned parameters: ``(labels, sim, Y, scores[, details])``.
+
+        ``assign="graph"``: labels by the k-NN vote of the training samples (documented in
+        :meth:`predict`), ``Y`` and ``sim`` the Stage-1 candidates of that cluster, ``scores``
+        the (n, 1) full per-sample costs of those candidates; details hold ``"cost"`` as for
+        the other rules.
+        """
         p = self._p
         A = self._state.A
         if not scaled:
             X = self._scaled(X, self.scale_)
         Q = _driver.compute_Q(X, A, p.learn_transform)
+        if p.rule == "graph":
+            Qref = _driver.compute_Q(self._fit_X, A, p.learn_transform)
+            labels, _ = _graph.knn_vote(self._graph_codes(Q), self._graph_codes(Qref),
+                                        self.labels_, p.n_clusters, p.n_neighbors)
+            sim, Y, cost = _graph.restricted_stage1(Q, self.dissimilarity_, self.similarity_,
+                                                    labels, p.lambda0, p.lambda1, p.lambda_a)
+            out = (labels, sim, Y, cost[:, None])
+            return out + ({"cost": cost},) if return_details else out
         return assign(Q, self.dissimilarity_, self.similarity_, p.lambda0, p.lambda1,
                       rule=p.rule, lambda_a=p.lambda_a, return_details=return_details)
 
     # ------------------------------------------------------------------ inference
-    def predict(self, X):
-        """Cluster of each sample: Stage 1 with the learned A, tau and nu.
+    def predict(self, X, reject=None):
+        """Cluster of each sample, optionally with the rejection option (label -1).
+
+        With ``assign="objective"`` or ``"paper"``: Stage 1 with the learned A, tau and nu.
+        With ``assign="graph"``: the out-of-sample rule of the graph (a spectral partition has no
+        closed-form extension): the NT representations of ``X`` (learned A, the training data's
+        shared directions removed, soft threshold) vote with their NT similarity for the labels
+        of their ``n_neighbors`` most similar training samples.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+        reject : None, float or "auto", default None
+            Rejection option (paper, Sec. 1 (d)): samples whose best score is above a threshold
+            get the label -1. The score of a sample is its smallest Stage-1 score: the min-max
+            score ``sP`` for ``assign="paper"``, the full per-sample cost
+            ``1/2||q-y||^2 + lambda1||y||_1 + lambda0 sP + lambda_a/2||q - tau - nu||^2`` for
+            ``"objective"``, and that cost for the predicted cluster's candidates for
+            ``"graph"``. A float is the threshold itself; ``"auto"`` uses
+            ``reject_threshold_``: Tukey's far-out fence of the training samples' scores on a
+            log scale, ``Q3 (Q3 / Q1)^3`` (quartiles of the training scores; tested on
+            synthetic outliers in ``tests/test_rejection.py``).
 
         Returns
         -------
@@ -358,9 +510,19 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         True
         """
         check_is_fitted(self)
+        if isinstance(reject, str):
+            check_choice(reject, "reject", {"auto"})
+        elif reject is not None:
+            reject = check_scalar(reject, "reject")
         X = self._check_X(X, reset=False)
         with _numba_threads(self.n_jobs):
-            return self._stage1(X)[0]
+            labels, _, _, scores = self._stage1(X)
+        if reject is None:
+            return labels
+        thr = self.reject_threshold_ if isinstance(reject, str) else float(reject)
+        labels = labels.copy()
+        labels[_best_scores(scores) > thr] = -1
+        return labels
 
     def transform(self, X):
         """The assigned NT representations ``y`` of each sample.

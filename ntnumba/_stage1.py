@@ -31,7 +31,7 @@ _BISECT = 80         # bisection steps of the safeguard's inner problem
 _GOLDEN = 40         # golden-section steps refining the best grid point
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _support_sums(b, g, v, k, mask):
     Vq = 0.0
     Vg = 0.0
@@ -51,7 +51,7 @@ def _support_sums(b, g, v, k, mask):
     return Vq, Vg, Vv, Gq, Gg
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _eval_reduced(b, g, v, k, lam, a):
     """R(a) for a given a >= 0, and (g.a, v.a); +inf when v.a == 0."""
     quad = 0.0
@@ -68,7 +68,7 @@ def _eval_reduced(b, g, v, k, lam, a):
     return quad + lam * ga / va, ga, va
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _support_iteration(b, g, v, k, lam, a, mask, from_mask, qbuf):
     """SI+ of algorithm.md. Returns (status, R) and leaves the minimiser in ``a``.
 
@@ -96,6 +96,8 @@ def _support_iteration(b, g, v, k, lam, a, mask, from_mask, qbuf):
                 return INVALID, np.inf
             r = (h * h - Vq * h + lam * Vg) / (lam * Vv)
         lh = lam / h
+        if not (np.isfinite(r) and np.isfinite(lh)):  # under/overflow: the safeguard decides
+            return INVALID, np.inf
         changed = 0
         for j in range(M):
             aj = (b[j] - lh * (g[j] - r * v[j])) / k[j]
@@ -112,7 +114,7 @@ def _support_iteration(b, g, v, k, lam, a, mask, from_mask, qbuf):
     return INVALID, np.inf
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _va_of(b, g, v, k, lh, mu):
     s = 0.0
     for j in range(b.shape[0]):
@@ -123,7 +125,7 @@ def _va_of(b, g, v, k, lh, mu):
     return s
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _inner_fixed_h(b, g, v, k, lam, h, a):
     """Exact minimiser of R over {a >= 0, v.a = h} (a convex problem); returns R there.
 
@@ -156,30 +158,34 @@ def _inner_fixed_h(b, g, v, k, lam, h, a):
     return R
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _grid_h(href, m):
-    return href * 10.0 ** (-6.0 + 7.0 * m / (_GRID - 1))
+    return href * 10.0 ** (-9.0 + 9.0 * m / (_GRID - 1))
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
     """Coarse grid over h = v.a with the exact inner problem, then SI+ from the best support.
 
     Returns (status, R) with the better of the grid point and the SI+ result in ``a``.
     """
     M = b.shape[0]
+    # Upper bound of h = v.a over {R(a) <= R0}, R0 the limit at zero: the ratio term is >= 0
+    # and each k a^2/2 - b a >= -b+^2/(2k), so k_j a_j^2/2 - b_j a_j <= R0 + sum_l b_l+^2/(2k_l)
+    R0 = _limit_at_zero(b, g, v, k, lam)
+    if not np.isfinite(R0):
+        return INVALID, np.inf
+    bsum = 0.0
+    for j in range(M):
+        if b[j] > 0.0:
+            bsum += 0.5 * b[j] * b[j] / k[j]
+    D = max(R0 + bsum, 0.0)
     href = 0.0
-    vmax = 0.0
     for j in range(M):
         if v[j] > 0.0:
-            href += v[j] * max(b[j], 0.0) / k[j]
-            t = v[j] * (abs(b[j]) + lam) / k[j]
-            if t > vmax:
-                vmax = t
-    if vmax == 0.0:
+            href += v[j] * (abs(b[j]) + np.sqrt(b[j] * b[j] + 2.0 * k[j] * D)) / k[j]
+    if not (href > 0.0 and np.isfinite(href)):
         return INVALID, np.inf
-    if href <= 0.0:
-        href = vmax
     bestR = np.inf
     mbest = -1
     for m in range(_GRID):
@@ -224,7 +230,7 @@ def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
     return OK_SAFEGUARD, bestR
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _limit_at_zero(b, g, v, k, lam):
     """Infimum of R approached as v.a -> 0 (algorithm.md: 'the infimum only reached as y -> 0').
 
@@ -243,7 +249,7 @@ def _limit_at_zero(b, g, v, k, lam):
     return dec + lam * rmin
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
     """Minimise R(a) = sum(k a^2/2 - b a) + lam g.a/v.a over a >= 0 (k > 0, g, v >= 0).
 
@@ -280,7 +286,7 @@ def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
     return st, R
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _fill_candidate_inputs(q, tpos, tneg, tsq, npos, nneg, lam0, lam1, b, g, v, k):
     for j in range(q.shape[0]):
         qj = q[j]
@@ -297,7 +303,7 @@ def _fill_candidate_inputs(q, tpos, tneg, tsq, npos, nneg, lam0, lam1, b, g, v, 
         k[j] = 1.0 + 2.0 * lam0 * tsq[j]
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
 def _candidate_scalar(q, tau, nu, lam0, lam1, safeguard):
     M = q.shape[0]
     b = np.empty(M)
@@ -330,101 +336,341 @@ def _candidate_scalar(q, tau, nu, lam0, lam1, safeguard):
 _FM = {"reassoc", "contract", "nsz", "arcp"}
 
 
-@njit(fastmath=_FM, cache=False)
-def _fused_pass(b, g, v, ki, k, t2, lh, r, mask):
+@njit(fastmath=_FM, cache=False, error_model="numpy")
+def _fused_pass(b, g, v, ki, t2, cst, mask):
     """One pass of SI+ with everything the next step needs, branch-free.
 
-    With the current level ``h`` (``lh = lam / h``) and ratio ``r``: the new magnitudes
-    ``a_j = max((b_j - lh (g_j - r v_j)) / k_j, 0)``, the new support (written to ``mask``,
-    changes counted), the support sums of the next quartic over the new support and the value
-    terms at ``a``. ``lh = r = 0`` gives the start ``a = max(b, 0) / k`` (support ``{b > 0}``).
+    With the current level ``h`` and ratio ``r`` (``cst = (lh, lh r, 0, 1/2, 1)`` with
+    ``lh = lam / h``, in the dtype of the arrays): the new magnitudes
+    ``a_j = max((b_j - lh (g_j - r v_j)) / k_j, 0)``, the new support (written to ``mask``, a 0/1
+    array of the same dtype; changes counted), the support sums of the next quartic over the
+    new support and the value terms at ``a``. ``lh = r = 0`` gives the start
+    ``a = max(b, 0) / k`` (support ``{b > 0}``).
     Returns (changed, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig, dec) where quad = sum a(k a/2 - b),
-    ga = g.a, va = v.a, sig = sum t2 a^2 and dec = -1/2 sum b^2/k over {a > 0, g = v = 0}.
+    ga = g.a, va = v.a, sig = sum t2 a^2 and dec = -1/2 sum b^2/k over {a > 0, g = v = 0}, all
+    in the dtype of the arrays.
     """
-    changed = 0
-    Vq = 0.0
-    Vg = 0.0
-    Vv = 0.0
-    Gq = 0.0
-    Gg = 0.0
-    quad = 0.0
-    ga = 0.0
-    va = 0.0
-    sig = 0.0
-    dec = 0.0
+    lh = cst[0]
+    lr = cst[1]
+    zero = cst[2]
+    half = cst[3]
+    one = cst[4]
+    changed = zero
+    Vq = zero
+    Vg = zero
+    Vv = zero
+    Gq = zero
+    Gg = zero
+    quad = zero
+    ga = zero
+    va = zero
+    sig = zero
+    dec = zero
     for j in range(b.shape[0]):
-        bj = np.float64(b[j])
-        gj = np.float64(g[j])
-        vj = np.float64(v[j])
-        kij = np.float64(ki[j])
-        a = (bj - lh * (gj - r * vj)) * kij
-        ins = a > 0.0
-        changed += ins != mask[j]
-        mask[j] = ins
-        m = 1.0 if ins else 0.0
-        a *= m
-        vk = vj * kij * m
-        gk = gj * kij * m
+        bj = b[j]
+        gj = g[j]
+        vj = v[j]
+        kij = ki[j]
+        t = bj - lh * gj + lr * vj
+        ins = t > zero
+        mi = one if ins else zero
+        dm = mi - mask[j]
+        changed += dm * dm
+        mask[j] = mi
+        a = t * kij if ins else zero
+        vk = vj * kij * mi
+        gk = gj * kij * mi
         Vq += vk * bj
         Vg += vk * gj
         Vv += vk * vj
         Gq += gk * bj
         Gg += gk * gj
-        quad += a * (0.5 * np.float64(k[j]) * a - bj)
+        quad += a * (half * t - bj)
         ga += gj * a
         va += vj * a
-        sig += np.float64(t2[j]) * a * a
-        free = 1.0 if (gj == 0.0 and vj == 0.0) else 0.0
-        dec -= 0.5 * free * bj * a
-    return changed, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig, dec
+        sig += t2[j] * a * a
+        dec += bj * a if (gj == zero and vj == zero) else zero
+    return changed, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig, -half * dec
 
 
-@njit(cache=False)
-def _fast_candidate(b, g, v, ki, k, t2, lam, mask, qbuf):
-    """SI+ by fused passes (one pass per support iteration, ~3 passes in the paper's regime).
+# The batched passes below compute in the dtype of their arrays (float32 data: float32
+# arithmetic, 8 or 16 lanes per vector); ``zero``/``cst`` carry typed constants so that no
+# float64 literal promotes the loop. Sums are returned in that dtype and widened by the caller.
 
-    Returns (status, R, sP, h, r): status OK, or INVALID when the generic path must decide
-    (no mass of v, no admissible root, no convergence, or R not clearly below the limit at
-    zero). The magnitudes are not stored: they follow from (h, r), see :func:`_write_a`.
+@njit(fastmath=_FM, cache=False, error_model="numpy")
+def _first_sums2(w, m, sg, tp, tn, g, ki, v0, v1, zero):
+    """Support sums of the first SI+ pass for the two candidates ``(c1, c2)``, ``(c1, c2 + 1)``.
+
+    The first support S0 = {b > 0} is the same for every candidate of a sample: ``w = max(b, 0)``,
+    ``m = [b > 0]``, ``sg = sign(q)``. Also writes ``g`` (the part of ``tau_c1 = tp - tn`` of
+    the sign of q, 0 where q = 0). Returns (Gq, Gg, Vq0, Vg0, Vv0, Vq1, Vg1, Vv1); Gq, Gg
+    depend on c1 only.
     """
-    (ch, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig,
-     dec) = _fused_pass(b, g, v, ki, k, t2, 0.0, 0.0, mask)
+    Gq = zero
+    Gg = zero
+    Vq0 = zero
+    Vg0 = zero
+    Vv0 = zero
+    Vq1 = zero
+    Vg1 = zero
+    Vv1 = zero
+    for j in range(w.shape[0]):
+        s = sg[j]
+        gj = tp[j] if s > zero else (tn[j] if s < zero else zero)
+        g[j] = gj
+        kij = ki[j]
+        wk = w[j] * kij
+        mk = m[j] * kij
+        mg = mk * gj
+        Gq += wk * gj
+        Gg += mg * gj
+        x = v0[j]
+        Vq0 += wk * x
+        Vg0 += mg * x
+        Vv0 += mk * x * x
+        x = v1[j]
+        Vq1 += wk * x
+        Vg1 += mg * x
+        Vv1 += mk * x * x
+    return Gq, Gg, Vq0, Vg0, Vv0, Vq1, Vg1, Vv1
+
+
+@njit(fastmath=_FM, cache=False, error_model="numpy")
+def _first_sums1(w, m, sg, tp, tn, g, ki, v0, zero):
+    """:func:`_first_sums2` for one candidate: (Gq, Gg, Vq, Vg, Vv)."""
+    Gq = zero
+    Gg = zero
+    Vq0 = zero
+    Vg0 = zero
+    Vv0 = zero
+    for j in range(w.shape[0]):
+        s = sg[j]
+        gj = tp[j] if s > zero else (tn[j] if s < zero else zero)
+        g[j] = gj
+        kij = ki[j]
+        wk = w[j] * kij
+        mk = m[j] * kij
+        mg = mk * gj
+        Gq += wk * gj
+        Gg += mg * gj
+        x = v0[j]
+        Vq0 += wk * x
+        Vg0 += mg * x
+        Vv0 += mk * x * x
+    return Gq, Gg, Vq0, Vg0, Vv0
+
+
+@njit(fastmath=_FM, cache=False, error_model="numpy")
+def _check_pass2(b, m, g, ki, t2, v0, v1, cst):
+    """Second SI+ pass of two candidates from the first support S0 = {b > 0} (``m = [b > 0]``).
+
+    ``cst = (lh0, lh0 r0, lh1, lh1 r1, 0, 1/2, 1)`` in the dtype of the arrays. For each
+    candidate: ``a_j = max(b_j - lh g_j + lh r v_j, 0) / k_j``, the number of coordinates whose
+    membership differs from S0 and the value terms at ``a`` (quad = sum a(k a/2 - b), g.a, v.a,
+    sum t2 a^2, sum b a over the coordinates with g = v = 0). When nothing changed, these are
+    the values at the SI+ fixed point: no sums for a further quartic are needed.
+    Float arithmetic only (the change count too), so that float32 runs twice the lanes.
+    Returns (ch0, quad0, ga0, va0, sig0, free0, ch1, quad1, ga1, va1, sig1, free1).
+    """
+    lh0 = cst[0]
+    lr0 = cst[1]
+    lh1 = cst[2]
+    lr1 = cst[3]
+    zero = cst[4]
+    half = cst[5]
+    one = cst[6]
+    ch0 = zero
+    ch1 = zero
+    q0 = zero
+    ga0 = zero
+    va0 = zero
+    s0 = zero
+    d0 = zero
+    q1 = zero
+    ga1 = zero
+    va1 = zero
+    s1 = zero
+    d1 = zero
+    for j in range(b.shape[0]):
+        bj = b[j]
+        gj = g[j]
+        kij = ki[j]
+        tj = t2[j]
+        mo = m[j]
+        fb = bj if gj == zero else zero
+        x = v0[j]
+        t = bj - lh0 * gj + lr0 * x
+        ins = t > zero
+        a = t * kij if ins else zero
+        dm = (one if ins else zero) - mo
+        ch0 += dm * dm
+        q0 += a * (half * t - bj)
+        ga0 += gj * a
+        va0 += x * a
+        s0 += tj * a * a
+        d0 += fb * a if x == zero else zero
+        x = v1[j]
+        t = bj - lh1 * gj + lr1 * x
+        ins = t > zero
+        a = t * kij if ins else zero
+        dm = (one if ins else zero) - mo
+        ch1 += dm * dm
+        q1 += a * (half * t - bj)
+        ga1 += gj * a
+        va1 += x * a
+        s1 += tj * a * a
+        d1 += fb * a if x == zero else zero
+    return ch0, q0, ga0, va0, s0, d0, ch1, q1, ga1, va1, s1, d1
+
+
+@njit(fastmath=_FM, cache=False, error_model="numpy")
+def _check_pass1(b, m, g, ki, t2, v0, cst):
+    """:func:`_check_pass2` for one candidate: (ch, quad, ga, va, sig, free)."""
+    lh0 = cst[0]
+    lr0 = cst[1]
+    zero = cst[4]
+    half = cst[5]
+    one = cst[6]
+    ch0 = zero
+    q0 = zero
+    ga0 = zero
+    va0 = zero
+    s0 = zero
+    d0 = zero
+    for j in range(b.shape[0]):
+        bj = b[j]
+        gj = g[j]
+        kij = ki[j]
+        tj = t2[j]
+        fb = bj if gj == zero else zero
+        x = v0[j]
+        t = bj - lh0 * gj + lr0 * x
+        ins = t > zero
+        a = t * kij if ins else zero
+        dm = (one if ins else zero) - m[j]
+        ch0 += dm * dm
+        q0 += a * (half * t - bj)
+        ga0 += gj * a
+        va0 += x * a
+        s0 += tj * a * a
+        d0 += fb * a if x == zero else zero
+    return ch0, q0, ga0, va0, s0, d0
+
+
+@njit(cache=False, error_model="numpy")
+def _level(Vq, Vg, Vv, Gq, Gg, lam, qbuf):
+    """(ok, h, r) of the quartic on one support's sums; ok False when SI+ cannot continue."""
+    if Vv <= 0.0:
+        return False, 0.0, 0.0
+    if lam == 0.0:
+        h = Vq
+        if h <= 0.0:
+            return False, 0.0, 0.0
+        return True, h, Gq / h
+    h = _largest_positive_root(-Vq, lam * (Vg * Vq - Vv * Gq),
+                               lam * lam * (Vv * Gg - Vg * Vg), qbuf)
+    if h <= 0.0:
+        return False, 0.0, 0.0
+    r = (h * h - Vq * h + lam * Vg) / (lam * Vv)
+    if not (np.isfinite(r) and np.isfinite(lam / h)):  # under/overflow: the safeguard decides
+        return False, 0.0, 0.0
+    return True, h, r
+
+
+@njit(cache=False, error_model="numpy")
+def _si_from(b, g, v, ki, t2, lam, mask, cst, qbuf, h, r):
+    """SI+ continued by fused passes from the level (h, r) with the support in ``mask``.
+
+    ``mask``: 0/1 array, ``cst``: scratch ``(., ., 0, 1/2, 1)``, both of the dtype of ``b``.
+    Returns (status, R, sP, h, r): status OK, or INVALID when the generic path must decide (no
+    mass of v, no admissible root, no convergence, or R not clearly below the limit at zero).
+    The magnitudes are not stored: they follow from (h, r), see :func:`_write_a`.
+    """
     for _ in range(_MAX_SI):
-        if Vv <= 0.0:
-            return INVALID, np.inf, np.inf, 0.0, 0.0
-        if lam == 0.0:
-            h = Vq
-            if h <= 0.0:
-                return INVALID, np.inf, np.inf, 0.0, 0.0
-            r = Gq / h
-        else:
-            h = _largest_positive_root(-Vq, lam * (Vg * Vq - Vv * Gq),
-                                       lam * lam * (Vv * Gg - Vg * Vg), qbuf)
-            if h <= 0.0:
-                return INVALID, np.inf, np.inf, 0.0, 0.0
-            r = (h * h - Vq * h + lam * Vg) / (lam * Vv)
         lh = lam / h
+        cst[0] = lh
+        cst[1] = lh * r
         (ch, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig,
-         dec) = _fused_pass(b, g, v, ki, k, t2, lh, r, mask)
+         dec) = _fused_pass(b, g, v, ki, t2, cst, mask)
         if ch == 0:
+            va = np.float64(va)
             if not va > 0.0:
                 return INVALID, np.inf, np.inf, 0.0, 0.0
-            R = quad + lam * ga / va
+            ga = np.float64(ga)
+            R = np.float64(quad) + lam * ga / va
             # dec >= limit at zero - lam min(g/v): R < dec proves validity without a pass
-            if not R < dec:
+            if not R < np.float64(dec):
                 return INVALID, np.inf, np.inf, 0.0, 0.0
-            return OK, R, ga / va + sig, h, r
+            return OK, R, ga / va + np.float64(sig), h, r
+        ok, h, r = _level(np.float64(Vq), np.float64(Vg), np.float64(Vv), np.float64(Gq),
+                          np.float64(Gg), lam, qbuf)
+        if not ok:
+            return INVALID, np.inf, np.inf, 0.0, 0.0
     return INVALID, np.inf, np.inf, 0.0, 0.0
 
 
-@njit(cache=False)
+@njit(cache=False, error_model="numpy")
+def _fast_candidate(b, g, v, ki, t2, lam, mask, cst, qbuf):
+    """SI+ by fused passes (one pass per support iteration) for a single candidate.
+
+    ``mask`` and ``cst`` (length 5) are scratch of the dtype of ``b``. Returns as
+    :func:`_si_from`. The assignment kernel uses the batched form (:func:`_first_sums2`,
+    :func:`_check_pass2`) instead.
+    """
+    cst[0] = 0.0
+    cst[1] = 0.0
+    cst[2] = 0.0
+    cst[3] = 0.5
+    cst[4] = 1.0
+    (ch, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig,
+     dec) = _fused_pass(b, g, v, ki, t2, cst, mask)
+    ok, h, r = _level(np.float64(Vq), np.float64(Vg), np.float64(Vv), np.float64(Gq),
+                      np.float64(Gg), lam, qbuf)
+    if not ok:
+        return INVALID, np.inf, np.inf, 0.0, 0.0
+    return _si_from(b, g, v, ki, t2, lam, mask, cst, qbuf, h, r)
+
+
+@njit(cache=False, error_model="numpy")
+def _settle(ok, h, r, ch, quad, ga, va, sig, free, lam, b, g, v, ki, t2, m, fmask, fcst,
+            qbuf):
+    """Status of a candidate after its batched passes: (status, R, sP, h, r).
+
+    Unchanged support: the values of the check pass are final. Changed: SI+ continues by
+    fused passes from S0 (``m``) and the level (h, r) (scratch ``fmask``, ``fcst``).
+    """
+    if not ok:
+        return INVALID, np.inf, np.inf, 0.0, 0.0
+    if ch == 0:
+        va = np.float64(va)
+        if not va > 0.0:
+            return INVALID, np.inf, np.inf, 0.0, 0.0
+        ga = np.float64(ga)
+        R = np.float64(quad) + lam * ga / va
+        if not R < -0.5 * np.float64(free):
+            return INVALID, np.inf, np.inf, 0.0, 0.0
+        return OK, R, ga / va + np.float64(sig), h, r
+    for j in range(b.shape[0]):
+        fmask[j] = m[j]
+    return _si_from(b, g, v, ki, t2, lam, fmask, fcst, qbuf, h, r)
+
+
+@njit(cache=False, error_model="numpy")
 def _write_a(b, g, v, ki, lh, r, a):
     for j in range(b.shape[0]):
         t = (b[j] - lh * (g[j] - r * v[j])) * ki[j]
         a[j] = t if t > 0.0 else 0.0
 
 
-@njit(parallel=True, cache=False)
+@njit(cache=False, error_model="numpy")
+def _gather(q, P, N, out):
+    """out_j = P_j where q_j > 0, N_j where q_j < 0, 0 where q_j = 0 (the sign part of q)."""
+    for j in range(q.shape[0]):
+        qj = q[j]
+        out[j] = P[j] if qj > 0.0 else (N[j] if qj < 0.0 else 0.0)
+
+
+@njit(parallel=True, cache=False, error_model="numpy")
 def _assign_kernel(Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj, rule,
                    safeguard, labels, slabels, Y, F, SP, status):
     """All n x Cd x Cs candidates and the argmin assignment.
@@ -433,8 +679,14 @@ def _assign_kernel(Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj,
     ``labels, slabels, Y, F, SP, status``. ``adj[i, c1, c2]`` is the adjustment term
     lambda_a/2 ||q_i - tau_c1 - nu_c2||^2 (used by rule 1, "objective"); rule 0 is "paper".
     ``kmat = 1 + 2 lambda0 tau^2`` and ``kimat = 1 / kmat`` are per-cluster constants.
-    Every candidate runs the fused SI+ (:func:`_fast_candidate`); the few it cannot settle
-    (and all, with ``safeguard``) go through the generic :func:`_solve_ratio`.
+
+    Per sample the first SI+ support S0 = {|q| > lambda1} is the same for every candidate, so
+    the first pass is only the support sums (:func:`_first_sums2`); the second pass
+    (:func:`_check_pass2`) runs for two similarity parameters at once and, when the support
+    does not change (most candidates at the paper's lambdas), already yields the values.
+    Candidates whose support changes continue by fused passes (:func:`_si_from`); the few SI+
+    cannot settle (and all, with ``safeguard``) go through the generic :func:`_solve_ratio`.
+    The batched passes compute in the dtype of ``Q``; the quartic and the scores in float64.
     """
     n, M = Q.shape
     Cd = tpos.shape[0]
@@ -445,70 +697,141 @@ def _assign_kernel(Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj,
         start = (blk * n) // nblocks
         stop = ((blk + 1) * n) // nblocks
         b = np.empty(M, dtype=dt)
+        w = np.empty(M, dtype=dt)
+        m = np.empty(M, dtype=dt)
+        sg = np.empty(M, dtype=dt)
         g = np.empty(M, dtype=dt)
         V = np.empty((Cs, M), dtype=dt)
+        cst = np.zeros(7, dtype=dt)
+        fcst = np.zeros(5, dtype=dt)
+        fmask = np.empty(M, dtype=dt)
         a = np.empty(M)
         work = np.empty((2, M))
         ywin = np.empty(M)
         mask = np.empty(M, dtype=np.bool_)
         qbuf = np.empty(8)
+        pst = np.empty(2, dtype=np.int64)
+        pR = np.empty(2)
+        psp = np.empty(2)
+        ph = np.empty(2)
+        pr = np.empty(2)
+        cst[5] = 0.5
+        cst[6] = 1.0
+        fcst[3] = 0.5
+        fcst[4] = 1.0
+        zero = cst[4]
         for i in range(start, stop):
             q = Q[i]
             best = np.inf
             bc1 = -1
             bc2 = -1
+            bfast = False
+            blh = 0.0
+            br = 0.0
             qq = 0.0
             for j in range(M):
                 qj = q[j]
                 qq += qj * qj
-                b[j] = abs(qj) - lam1
-                for c2 in range(Cs):
-                    V[c2, j] = npos[c2, j] if qj > 0.0 else (nneg[c2, j] if qj < 0.0 else 0.0)
+                bj = abs(qj) - lam1
+                b[j] = bj
+                inside = bj > 0.0
+                w[j] = bj if inside else 0.0
+                m[j] = 1.0 if inside else 0.0
+                sg[j] = 1.0 if qj > 0.0 else (-1.0 if qj < 0.0 else 0.0)
+            for c2 in range(Cs):
+                _gather(q, npos[c2], nneg[c2], V[c2])
             for c1 in range(Cd):
-                for j in range(M):
-                    qj = q[j]
-                    g[j] = tpos[c1, j] if qj > 0.0 else (tneg[c1, j] if qj < 0.0 else 0.0)
                 k = kmat[c1]
                 ki = kimat[c1]
                 t2 = tsq[c1]
-                for c2 in range(Cs):
-                    v = V[c2]
+                if safeguard:
+                    _gather(q, tpos[c1], tneg[c1], g)
+                c2 = 0
+                while c2 < Cs:
+                    npair = 1 if (safeguard or c2 + 1 == Cs) else 2
                     if safeguard:
-                        st = INVALID
+                        pst[0] = INVALID
+                    elif npair == 2:
+                        v0 = V[c2]
+                        v1 = V[c2 + 1]
+                        Gq, Gg, Vq0, Vg0, Vv0, Vq1, Vg1, Vv1 = _first_sums2(
+                            w, m, sg, tpos[c1], tneg[c1], g, ki, v0, v1, zero)
+                        ok0, h0, r0 = _level(np.float64(Vq0), np.float64(Vg0),
+                                             np.float64(Vv0), np.float64(Gq), np.float64(Gg),
+                                             lam0, qbuf)
+                        ok1, h1, r1 = _level(np.float64(Vq1), np.float64(Vg1),
+                                             np.float64(Vv1), np.float64(Gq), np.float64(Gg),
+                                             lam0, qbuf)
+                        lh = lam0 / h0 if ok0 else 0.0
+                        cst[0] = lh
+                        cst[1] = lh * r0
+                        lh = lam0 / h1 if ok1 else 0.0
+                        cst[2] = lh
+                        cst[3] = lh * r1
+                        (ch0, qd0, ga0, va0, sg0, fr0, ch1, qd1, ga1, va1, sg1,
+                         fr1) = _check_pass2(b, m, g, ki, t2, v0, v1, cst)
+                        pst[0], pR[0], psp[0], ph[0], pr[0] = _settle(
+                            ok0, h0, r0, ch0, qd0, ga0, va0, sg0, fr0, lam0, b, g, v0, ki, t2,
+                            m, fmask, fcst, qbuf)
+                        pst[1], pR[1], psp[1], ph[1], pr[1] = _settle(
+                            ok1, h1, r1, ch1, qd1, ga1, va1, sg1, fr1, lam0, b, g, v1, ki, t2,
+                            m, fmask, fcst, qbuf)
                     else:
-                        st, R, sp, h, r = _fast_candidate(b, g, v, ki, k, t2, lam0, mask, qbuf)
-                    fast = st == OK
-                    if not fast:
-                        st, R = _solve_ratio(b, g, v, k, lam0, a, mask, work, qbuf, safeguard)
-                        if st != INVALID:
-                            ga = 0.0
-                            va = 0.0
-                            sig = 0.0
-                            for j in range(M):
-                                aj = a[j]
-                                if aj != 0.0:
-                                    ga += g[j] * aj
-                                    va += v[j] * aj
-                                    sig += t2[j] * aj * aj
-                            sp = ga / va + sig
-                    status[i, c1, c2] = st
-                    if st == INVALID:
-                        F[i, c1, c2] = np.inf
-                        SP[i, c1, c2] = np.inf
-                        continue
-                    SP[i, c1, c2] = sp
-                    Fv = 0.5 * qq + R
-                    F[i, c1, c2] = Fv
-                    score = sp if rule == 0 else Fv + adj[i, c1, c2]
-                    if score < best:
-                        best = score
-                        bc1 = c1
-                        bc2 = c2
-                        if fast:
-                            _write_a(b, g, v, ki, lam0 / h, r, ywin)
-                        else:
-                            for j in range(M):
-                                ywin[j] = a[j]
+                        v0 = V[c2]
+                        Gq, Gg, Vq0, Vg0, Vv0 = _first_sums1(w, m, sg, tpos[c1], tneg[c1], g, ki, v0,
+                                                             zero)
+                        ok0, h0, r0 = _level(np.float64(Vq0), np.float64(Vg0),
+                                             np.float64(Vv0), np.float64(Gq), np.float64(Gg),
+                                             lam0, qbuf)
+                        lh = lam0 / h0 if ok0 else 0.0
+                        cst[0] = lh
+                        cst[1] = lh * r0
+                        ch0, qd0, ga0, va0, sg0, fr0 = _check_pass1(b, m, g, ki, t2, v0, cst)
+                        pst[0], pR[0], psp[0], ph[0], pr[0] = _settle(
+                            ok0, h0, r0, ch0, qd0, ga0, va0, sg0, fr0, lam0, b, g, v0, ki, t2,
+                            m, fmask, fcst, qbuf)
+                    for t in range(npair):
+                        cc = c2 + t
+                        v = V[cc]
+                        st = pst[t]
+                        R = pR[t]
+                        sp = psp[t]
+                        fast = st == OK
+                        if not fast:
+                            st, R = _solve_ratio(b, g, v, k, lam0, a, mask, work, qbuf,
+                                                 safeguard)
+                            if st != INVALID:
+                                ga = 0.0
+                                va = 0.0
+                                sig = 0.0
+                                for j in range(M):
+                                    aj = a[j]
+                                    if aj != 0.0:
+                                        ga += g[j] * aj
+                                        va += v[j] * aj
+                                        sig += t2[j] * aj * aj
+                                sp = ga / va + sig
+                        status[i, c1, cc] = st
+                        if st == INVALID:
+                            F[i, c1, cc] = np.inf
+                            SP[i, c1, cc] = np.inf
+                            continue
+                        SP[i, c1, cc] = sp
+                        Fv = 0.5 * qq + R
+                        F[i, c1, cc] = Fv
+                        score = sp if rule == 0 else Fv + adj[i, c1, cc]
+                        if score < best:
+                            best = score
+                            bc1 = c1
+                            bc2 = cc
+                            bfast = fast
+                            if fast:
+                                blh = lam0 / ph[t]
+                                br = pr[t]
+                            else:
+                                for j in range(M):
+                                    ywin[j] = a[j]
+                    c2 += npair
             if bc1 < 0:
                 # every candidate invalid (e.g. |q| <= lambda1 everywhere): y = 0 and the pair
                 # nearest in the adjustment term; never a winner with score 0
@@ -522,6 +845,9 @@ def _assign_kernel(Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj,
                 for j in range(M):
                     Y[i, j] = 0.0
             else:
+                if bfast:
+                    _gather(q, tpos[bc1], tneg[bc1], g)
+                    _write_a(b, g, V[bc2], kimat[bc1], blh, br, ywin)
                 for j in range(M):
                     Y[i, j] = ywin[j] if q[j] > 0.0 else -ywin[j]
             labels[i] = bc1

@@ -58,6 +58,10 @@ from numba import njit, prange
 from ._stage1 import INVALID, _solve_ratio
 from ._validation import as_float_array, check_scalar
 
+# Reassociation for the reductions over coordinates (vectorised sums); no 'nnan'/'ninf'.
+# Per-row (per-sample) sums do not depend on the thread count.
+_FMR = {"reassoc", "contract", "nsz", "arcp"}
+
 _BS = 256             # column block of the grouped-sum kernels
 _NEWTON = 100         # iteration cap of the cubic of the nu step (converges in < 10)
 _BACKTRACK = 30       # halvings of the nu step before giving up on a step
@@ -74,7 +78,7 @@ TAU_NO_PRIOR = -4     # the minimiser of the data terms where the prior is absen
 # numba kernels
 # --------------------------------------------------------------------------------------------
 
-@njit(cache=False, error_model="numpy")
+@njit(fastmath=_FMR, cache=False, error_model="numpy")
 def _rho_sigma(y, z):
     """(rho(y, z), sigma(y, z)) in float64."""
     r = 0.0
@@ -86,7 +90,7 @@ def _rho_sigma(y, z):
     return r, s
 
 
-@njit(cache=False, error_model="numpy")
+@njit(fastmath=_FMR, cache=False, error_model="numpy")
 def _rho(y, z):
     r = 0.0
     for j in range(y.shape[0]):
@@ -145,7 +149,7 @@ def _prior_terms(tau, nu, out):
         out[p] = val
 
 
-@njit(parallel=True, cache=False, error_model="numpy")
+@njit(parallel=True, fastmath=_FMR, cache=False, error_model="numpy")
 def _sample_terms(Q, Y, tau, nu, labels, slabels, out):
     """Per sample: ||q - tau_j1 - nu_j2||^2, rho(y, tau_j1), rho(y, nu_j2), sigma(y, tau_j1)."""
     n, M = Q.shape
@@ -175,7 +179,7 @@ def _sample_terms(Q, Y, tau, nu, labels, slabels, out):
         out[i, 3] = sg
 
 
-@njit(parallel=True, cache=False, error_model="numpy")
+@njit(parallel=True, fastmath=_FMR, cache=False, error_model="numpy")
 def _group_sums(Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
     """Per group g (rows order[offsets[g]:offsets[g+1]]): sums of q, ||q||^2, w y+, w y-, y^2.
 
@@ -225,7 +229,23 @@ def _rho_rows(Y, rows, Z, zidx, out):
         out[r] = _rho(Y[rows[r]], Z[zidx[r]])
 
 
-@njit(parallel=True, cache=False, error_model="numpy")
+@njit(parallel=True, fastmath=_FMR, cache=False, error_model="numpy")
+def _rho_rows2(Y, rows, z1, z2, out1, out2):
+    """out1[r] = rho(Y[rows[r]], z1), out2[r] = rho(Y[rows[r]], z2): one read of each row."""
+    M = Y.shape[1]
+    for r in prange(rows.shape[0]):
+        i = rows[r]
+        s1 = 0.0
+        s2 = 0.0
+        for j in range(M):
+            yv = np.float64(Y[i, j])
+            s1 += max(yv * z1[j], 0.0)
+            s2 += max(yv * z2[j], 0.0)
+        out1[r] = s1
+        out2[r] = s2
+
+
+@njit(parallel=True, fastmath=_FMR, cache=False, error_model="numpy")
 def _weighted_signed_colsum(Y, rows, w, pos, neg):
     """pos = sum_r w_r Y[rows[r]]+, neg = sum_r w_r Y[rows[r]]- (prange over column blocks)."""
     M = Y.shape[1]
@@ -445,6 +465,52 @@ def _nu_candidates(z, Gp, Gm, bp, bm, k, outA, outB):
 # --------------------------------------------------------------------------------------------
 # validation and preparation
 # --------------------------------------------------------------------------------------------
+
+@njit(parallel=True, fastmath=_FMR, cache=False, error_model="numpy")
+def _data_rows(Q, Y, out):
+    """Per row: sum (q - y)^2 and sum |y| (float64); each row written by its own iteration."""
+    n, M = Q.shape
+    for i in prange(n):
+        d2 = 0.0
+        l1 = 0.0
+        for j in range(M):
+            yv = np.float64(Y[i, j])
+            d = np.float64(Q[i, j]) - yv
+            d2 += d * d
+            l1 += abs(yv)
+        out[i, 0] = d2
+        out[i, 1] = l1
+
+
+def data_terms(Q, Y):
+    """``(||Q - Y||_F^2, ||Y||_1)`` in float64 without an n x M temporary.
+
+    Parameters
+    ----------
+    Q, Y : ndarray of shape (n, M)
+        Same shape, float32 or float64.
+
+    Returns
+    -------
+    (float, float)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._theta import data_terms
+    >>> data_terms(np.array([[1.0, 2.0]]), np.array([[0.0, -1.0]]))
+    (10.0, 1.0)
+    """
+    Q = np.ascontiguousarray(Q)
+    Y = np.ascontiguousarray(Y)
+    if Q.shape != Y.shape or Q.ndim != 2:
+        raise ValueError(f"Q and Y: expected two 2-D arrays of the same shape, got {Q.shape} "
+                         f"and {Y.shape}")
+    out = np.empty((Q.shape[0], 2))
+    _data_rows(Q, Y, out)
+    s = out.sum(axis=0)
+    return float(s[0]), float(s[1])
+
 
 def _check_labels(labels, name, n, C, what):
     arr = np.asarray(labels)
@@ -743,9 +809,14 @@ class _NuProblem:
         self.kq = lambda_a * m
         self.tau, self.nu, self.c2, self.lambda_e = tau, nu, c2, lambda_e
         self.zidx = np.zeros(rows.shape[0], dtype=np.int64)
-        rr = np.empty(rows.shape[0])
-        _rho_rows(Y, rows, nu[c2:c2 + 1], self.zidx, rr)
-        self.keep_positive = (alpha > 0) & (rr > 0)
+        self.keep_positive = None   # set by start(), or from nu_c2 on the first value()
+
+    def start(self, z):
+        """value(z) at the starting point; fixes the members whose denominator must stay > 0."""
+        rr = np.empty(self.rows.shape[0])
+        _rho_rows(self.Y, self.rows, z[None, :], self.zidx, rr)
+        self.keep_positive = (self.alpha > 0) & (rr > 0)
+        return self._value_from(z, rr)
 
     def value(self, z):
         """Returns (value, rho of the members, active prior pair).
@@ -756,6 +827,20 @@ class _NuProblem:
         """
         rr = np.empty(self.rows.shape[0])
         _rho_rows(self.Y, self.rows, z[None, :], self.zidx, rr)
+        return self._value_from(z, rr)
+
+    def value2(self, z1, z2):
+        """(value(z1), value(z2)) with one pass over the members' rows."""
+        rr1 = np.empty(self.rows.shape[0])
+        rr2 = np.empty(self.rows.shape[0])
+        _rho_rows2(self.Y, self.rows, z1, z2, rr1, rr2)
+        return self._value_from(z1, rr1), self._value_from(z2, rr2)
+
+    def _value_from(self, z, rr):
+        if self.keep_positive is None:
+            rr0 = np.empty(self.rows.shape[0])
+            _rho_rows(self.Y, self.rows, self.nu[self.c2:self.c2 + 1], self.zidx, rr0)
+            self.keep_positive = (self.alpha > 0) & (rr0 > 0)
         if np.any(self.keep_positive & (rr <= 0)):
             return np.inf, rr, (-1, -1)
         ratio = float(np.sum(np.divide(self.alpha, rr, out=np.zeros_like(rr), where=rr > 0)))
@@ -801,14 +886,13 @@ def _nu_steps(prob, z, n_steps):
 
     Stops early when a step gains less than the rounding level of the objective.
     """
-    v0, rr, pair = prob.value(z)
+    v0, rr, pair = prob.start(z)
     val = v0
     accepted = 0
     for _ in range(n_steps):
         tol = 1e-12 * (abs(val) + 0.5 * prob.kq * float(z @ z) + 1.0)
         A, B = prob.candidates(z, rr, pair)
-        vA, rrA, pA = prob.value(A)
-        vB, rrB, pB = prob.value(B)
+        (vA, rrA, pA), (vB, rrB, pB) = prob.value2(A, B)
         best = (vB, B, rrB, pB) if vB < vA else (vA, A, rrA, pA)
         if not best[0] < val:
             if best[0] - val <= tol:   # converged: the candidates differ by rounding only

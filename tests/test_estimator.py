@@ -80,7 +80,8 @@ def test_objective_non_increasing_exact_variant():
 
 def test_objective_history_matches_recomputation():
     X, _ = _blobs(n_per=15, C=3, N=5, seed=4)
-    p = NTClustering(3, random_state=0, n_components=15, max_iter=3, tol=0.0)._params(5)
+    p = NTClustering(3, random_state=0, n_components=15, max_iter=3, tol=0.0,
+                     assign="objective", init="k-means++")._params(5)
     rng = np.random.RandomState(0)
     s0 = _driver.initialise(X, p, rng)
     s1, obj, _ = _driver.iterate(X, s0, p, rng)
@@ -197,7 +198,8 @@ def test_each_stage_never_increases_the_full_objective():
     for seed in range(4):
         X, _ = _blobs(n_per=12, C=3, N=5, sep=1.0, seed=20 + seed)
         X = X / np.sqrt(np.mean(X ** 2))
-        p = NTClustering(3, lambda_e=0.0, random_state=0, n_components=12)._params(5)
+        p = NTClustering(3, lambda_e=0.0, random_state=0, n_components=12, assign="objective",
+                         init="k-means++")._params(5)
         rng = np.random.RandomState(seed)
         s0 = _driver.initialise(X, p, rng)
         s, obj, _ = _driver.iterate(X, s0, p, rng)

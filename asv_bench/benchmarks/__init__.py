@@ -1,0 +1,1 @@
+"""asv benchmarks of ntnumba (see ../README.md)."""

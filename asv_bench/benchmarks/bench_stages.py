@@ -1,0 +1,55 @@
+"""Time of each stage and of one full iteration (Stages 1-3 and the objective)."""
+from .common import DTYPES, SIZES, THREADS, Threads, stage1_input, stage_inputs, warm_up
+
+
+class Stage1(Threads):
+    """Candidates and assignment (``ntnumba.kernels.assign``)."""
+    params = [SIZES, THREADS, DTYPES]
+    param_names = ["size", "threads", "dtype"]
+    timeout = 600
+
+    def setup(self, size, threads, dtype):
+        warm_up()
+        self.f = stage1_input(size, dtype)
+        self.f()  # compiled for this size's shapes/dtype before timing
+        self.set_threads(threads)
+
+    def time_assign(self, size, threads, dtype):
+        self.f()
+
+
+class _Stage(Threads):
+    params = [SIZES, THREADS]
+    param_names = ["size", "threads"]
+    timeout = 600
+    key = None
+
+    def setup(self, size, threads):
+        warm_up()
+        self.f = stage_inputs(size)[self.key]
+        self.f()
+        self.set_threads(threads)
+
+
+class Stage2(_Stage):
+    """Update of tau and nu (``ntnumba.kernels.update_theta``)."""
+    key = "stage2"
+
+    def time_update_theta(self, size, threads):
+        self.f()
+
+
+class Stage3(_Stage):
+    """Update of A from the assignment statistics, as the driver does it."""
+    key = "stage3"
+
+    def time_update_transform(self, size, threads):
+        self.f()
+
+
+class Iteration(_Stage):
+    """One full iteration of the alternating driver (Stages 1-3 and the objective)."""
+    key = "iteration"
+
+    def time_iteration(self, size, threads):
+        self.f()

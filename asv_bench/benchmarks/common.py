@@ -1,0 +1,68 @@
+"""Problems, sizes and thread control shared by the benchmark modules.
+
+Sizes: ``tiny`` (every benchmark in seconds; the smoke test), ``coil`` (COIL-20 at the paper's
+size: n = 1440, N = 500, M = 2100, Cd = 20, Cs = 2) and ``large`` (COIL-20 at 32x32, N = 1024,
+M = 4200), the last only with ``NTNUMBA_BENCH_LARGE=1``. ``NTNUMBA_BENCH_SIZES=tiny`` (comma
+list) restricts the sizes, e.g. for a quick local run.
+"""
+import functools
+import os
+
+import numba
+import numpy as np
+
+
+def sizes():
+    env = os.environ.get("NTNUMBA_BENCH_SIZES")
+    if env:
+        return [s.strip() for s in env.split(",") if s.strip()]
+    out = ["tiny", "coil"]
+    if os.environ.get("NTNUMBA_BENCH_LARGE", "") not in ("", "0"):
+        out.append("large")
+    return out
+
+
+SIZES = sizes()
+THREADS = sorted({1, numba.config.NUMBA_NUM_THREADS})
+DTYPES = ["float64", "float32"]
+
+
+@functools.lru_cache(maxsize=None)
+def problem(size):
+    """(X, y, params, state after one iteration, Q of that state); cached per process."""
+    from ntnumba.bench import problem as _problem
+    return _problem(size)
+
+
+@functools.lru_cache(maxsize=None)
+def stage_inputs(size):
+    """Callables of the stages on the problem of ``size`` (see ntnumba.bench)."""
+    from ntnumba.bench import _stage_calls
+    X, y, p, st, Q = problem(size)
+    return _stage_calls(X, p, st, Q)
+
+
+@functools.lru_cache(maxsize=None)
+def stage1_input(size, dtype):
+    from ntnumba.bench import _stage_calls
+    X, y, p, st, Q = problem(size)
+    return _stage_calls(X, p, st, Q, np.dtype(dtype))["stage1"]
+
+
+def warm_up():
+    """Compile every kernel on tiny data (both dtypes), outside any timed method."""
+    stage_inputs("tiny")["iteration"]()
+    for dt in DTYPES:
+        stage1_input("tiny", dt)()
+
+
+class Threads:
+    """Set numba's thread count in setup, restore it in teardown."""
+
+    def set_threads(self, n):
+        self._old_threads = numba.get_num_threads()
+        numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+
+    def teardown(self, *args):
+        if hasattr(self, "_old_threads"):
+            numba.set_num_threads(self._old_threads)

@@ -1,0 +1,454 @@
+"""Side-by-side benchmark: ntnumba against its NumPy reference and scikit-learn, in one run.
+
+Run ``python -m ntnumba.bench`` (COIL-20 at the paper's size: n = 1440, N = 500, M = 2100,
+Cd = 20, Cs = 2) or ``python -m ntnumba.bench --size tiny`` (seconds; a smoke test). Every
+figure is a median of repeats taken in this run, variants interleaved round-robin, and every
+comparison is a ratio of figures from this run: on a shared machine absolute times drift, ratios
+measured together much less. ``--json FILE`` also writes the raw numbers.
+
+What is measured (see ``docs/performance.md`` for a recorded run):
+
+* Stage 1 (:func:`ntnumba.kernels.assign`), Stage 2 (:func:`ntnumba.kernels.update_theta`),
+  Stage 3 (Stage-3 update as the driver calls it) and one full iteration (Stages 1-3 and the
+  objective, ``ntnumba._driver.iterate``), each at 1 and at all numba threads, float64;
+  Stage 1 also in float32 (and the share of identical assignments);
+* the same iteration by the NumPy reference (``ntnumba._reference``), stage by stage;
+* Stage-1 throughput (candidate-coordinates per second) against a roof measured here: the rate
+  at which a streaming NumPy kernel (a BLAS matrix-vector product over an L2-resident block)
+  reads the 4 values one candidate-coordinate of a support pass needs (b, g, v, 1/k), per
+  thread, times the threads;
+* time against n (three sizes, the fitted exponent and the seconds per 1000 samples);
+* first-call compilation of every kernel, in a fresh interpreter;
+* peak memory of a fit (fresh interpreter): the increase of the resident set over the process
+  before the data was loaded, against the bytes of X, Q, Y, A and theta;
+* scikit-learn KMeans (k-means++, n_init=10) and SpectralClustering (10-NN graph) on the same
+  data, against an NTClustering fit of ``--fit-iter`` iterations.
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+
+SIZES = {
+    # name: (n or None for the whole COIL set, M, Cd, Cs)
+    "tiny": (120, 64, 4, 2),
+    "coil": (None, 2100, 20, 2),
+    "large": (None, 4200, 20, 2),   # COIL-20 at 32x32 (N = 1024), M = 4200
+}
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------
+def interleaved(funcs, repeat):
+    """Median seconds of each callable, the callables run round-robin ``repeat`` times."""
+    times = {k: [] for k in funcs}
+    for _ in range(repeat):
+        for k, f in funcs.items():
+            t = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t)
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def machine():
+    import numba
+    import scipy
+    import sklearn
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        from threadpoolctl import threadpool_info
+        blas = ", ".join(f"{d.get('internal_api')} {d.get('version')} "
+                         f"({d.get('architecture')}, {d.get('num_threads')} threads)"
+                         for d in threadpool_info() if d.get("user_api") == "blas")
+    except Exception:  # pragma: no cover - informative only
+        blas = "?"
+    load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
+    return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
+            "numpy": np.__version__, "numba": numba.__version__, "scipy": scipy.__version__,
+            "sklearn": sklearn.__version__, "blas": blas,
+            "numba_threads": numba.config.NUMBA_NUM_THREADS,
+            "loadavg": " ".join(f"{x:.2f}" for x in load)}
+
+
+def problem(size, seed=0):
+    """(X, y, params, state after one iteration, Q of that state) for a named size."""
+    from . import _driver
+    from .datasets import load_demo
+    n, M, Cd, Cs = SIZES[size]
+    X, y = load_demo("32x32" if size == "large" else "paper")
+    if size == "tiny":
+        rng = np.random.default_rng(seed)
+        keep = np.sort(rng.choice(X.shape[0], n, replace=False))
+        X, y = X[keep][:, :48], y[keep] % Cd
+    X = np.ascontiguousarray(X * np.sqrt(1.0 / np.mean(X * X)))  # the estimator's rms scaling
+    p = _driver.Params(n_clusters=Cd, n_components=M, n_similarity=Cs)
+    rng = np.random.RandomState(seed)
+    st = _driver.initialise(X, p, rng)
+    st, _, info = _driver.iterate(X, st, p, rng)
+    return X, y, p, st, info["Q_next"]
+
+
+def _stage_calls(X, p, st, Q, dtype=np.float64):
+    """Callables for Stage 1, 2, 3 and one iteration on (X, state); the inputs of Stages 2
+    and 3 are computed once here."""
+    from . import _driver
+    from ._stage1 import assign
+    from ._theta import update_theta
+    from ._transform import assignment_statistics, update_transform
+    Qd = Q.astype(dtype)
+    lab, sim, Y, _, det = assign(Q, st.tau, st.nu, p.lambda0, p.lambda1, rule=p.rule,
+                                 lambda_a=p.lambda_a, return_details=True)
+    w = 1.0 + p.lambda_a
+    rng = np.random.RandomState(0)
+    return {
+        "stage1": lambda: assign(Qd, st.tau, st.nu, p.lambda0, p.lambda1, rule=p.rule,
+                                 lambda_a=p.lambda_a),
+        "stage2": lambda: update_theta(Q, Y, lab, sim, st.tau, st.nu, lambda0=p.lambda0,
+                                       lambda_a=p.lambda_a, lambda_e=p.lambda_e,
+                                       cost=det["cost"]),
+        "stage3": lambda: update_transform(
+            A=st.A, stats=assignment_statistics(X, Y, st.tau, st.nu, lab, sim, p.lambda_a),
+            lambda2=p.lambda2 / w, lambda3=p.lambda3 / w, lambda4=p.lambda4 / w,
+            n_steps=p.transform_steps),
+        "iteration": lambda: _driver.iterate(X, st, p, rng, Q=Q),
+    }
+
+
+def _roof(M, dtype, threads, repeat):
+    """Candidate-coordinates per second of one streaming pass over (b, g, v, 1/k)."""
+    from threadpoolctl import threadpool_limits
+    rows = max(8, (256 * 1024) // (M * np.dtype(dtype).itemsize))  # ~256 kB: L2-resident
+    Z = np.random.default_rng(0).standard_normal((rows, M)).astype(dtype)
+    x = np.ones(M, dtype=dtype)
+    calls = 2000
+    with threadpool_limits(1, user_api="blas"):
+        def run():
+            for _ in range(calls):
+                Z @ x
+        run()
+        t = interleaved({"roof": run}, repeat)["roof"]
+    elements_per_s = rows * M * calls / t
+    return threads * elements_per_s / 4.0
+
+
+def _subprocess(code, timeout=1800):
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                         text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+_COMPILE = """
+import json, time, numpy as np
+t0 = time.perf_counter()
+import ntnumba
+from ntnumba import NTClustering
+from ntnumba.kernels import assign, update_theta
+t_import = time.perf_counter() - t0
+rng = np.random.default_rng(0)
+Q, tau, nu = rng.standard_normal((20, 16)), rng.standard_normal((3, 16)), rng.standard_normal((2, 16))
+out = {"import": t_import}
+def first(name, f):
+    t = time.perf_counter(); f(); t1 = time.perf_counter() - t
+    t = time.perf_counter(); f(); t2 = time.perf_counter() - t
+    out[name] = t1 - t2
+first("stage1_float64", lambda: assign(Q, tau, nu, 0.03, 0.03))
+first("stage1_float32", lambda: assign(Q.astype(np.float32), tau, nu, 0.03, 0.03))
+lab, sim, Y, _ = assign(Q, tau, nu, 0.03, 0.03)
+first("stage2", lambda: update_theta(Q, Y, lab, sim, tau, nu))
+X = rng.standard_normal((30, 4))
+first("fit_rest", lambda: NTClustering(3, n_components=8, max_iter=2, random_state=0).fit(X))
+out["total"] = sum(v for k, v in out.items() if k != "import")
+print(json.dumps(out))
+"""
+
+_PEAKMEM = """
+import json, resource, sys, numpy as np
+from ntnumba import NTClustering
+from ntnumba.datasets import load_demo
+rng = np.random.default_rng(0)
+NTClustering(3, n_components=8, max_iter=2, random_state=0).fit(rng.standard_normal((30, 4)))
+def status(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+# reset the high-water mark of the resident set (Linux >= 4.0): the JIT compilation of the
+# warm-up above must not count
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")
+base = status("VmRSS")
+X, y = load_demo({res!r})
+M, Cd, Cs = {M}, {Cd}, {Cs}
+model = NTClustering(Cd, n_components=M, n_similarity=Cs, max_iter={iters}, tol=0, random_state=0)
+model.fit(X)
+peak = status("VmHWM")
+n, N = X.shape
+held = 8 * (n * N + 2 * n * M + M * N + (Cd + Cs) * M)
+print(json.dumps({{"base": base, "peak": peak, "held": held, "increase": peak - base,
+                   "ratio": (peak - base) / held, "n": n, "N": N, "M": M}}))
+"""
+
+
+# --------------------------------------------------------------------------------------------
+# the run
+# --------------------------------------------------------------------------------------------
+def run(size="coil", repeat=5, ref_repeat=1, fit_iter=10, peers=True, memory=True,
+        compile_time=True, scaling=True, stream=sys.stdout):
+    """Everything in one process; returns a dict of results (``summary``: the target table).
+
+    Timings run with the BLAS thread count the driver uses during a fit
+    (``ntnumba._driver.BLAS_THREADS``), the NumPy reference and the peers included.
+    """
+    from contextlib import nullcontext
+
+    from . import _driver
+    from ._transform import _blas_limit
+    ctx = nullcontext() if _driver.BLAS_THREADS is None else _blas_limit(_driver.BLAS_THREADS)
+    with ctx:
+        return _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scaling,
+                    stream)
+
+
+def _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scaling, stream):
+    import numba
+    from . import _driver
+    from ._reference import (assign_reference, iterate_reference, update_theta_reference,
+                             update_transform_reference)
+    from .metrics import clustering_accuracy
+
+    def say(*a):
+        print(*a, file=stream, flush=True)
+
+    res = {"size": size, "machine": machine(), "blas_threads": _driver.BLAS_THREADS}
+    say("machine:", json.dumps(res["machine"]))
+    X, y, p, st, Q = problem(size)
+    n, N = X.shape
+    M, Cd, Cs = p.n_components, p.n_clusters, p.n_similarity
+    res["problem"] = {"n": n, "N": N, "M": M, "Cd": Cd, "Cs": Cs,
+                      "transform_steps": p.transform_steps}
+    say(f"problem: n={n} N={N} M={M} Cd={Cd} Cs={Cs} (state after one iteration)")
+    nmax = numba.config.NUMBA_NUM_THREADS
+
+    # ---- ntnumba stages, 1 and all threads (float64), Stage 1 float32
+    calls = _stage_calls(X, p, st, Q)
+    calls32 = _stage_calls(X, p, st, Q, np.float32)
+    for f in list(calls.values()) + [calls32["stage1"]]:
+        f()  # compile / warm
+    stages = {}
+    old = numba.get_num_threads()
+    try:
+        for th in sorted({1, nmax}):
+            numba.set_num_threads(th)
+            funcs = {k: v for k, v in calls.items()}
+            funcs["stage1_f32"] = calls32["stage1"]
+            stages[th] = interleaved(funcs, repeat)
+            say(f"ntnumba, {th} thread(s):",
+                ", ".join(f"{k} {v:.4f} s" for k, v in stages[th].items()))
+    finally:
+        numba.set_num_threads(old)
+    res["ntnumba"] = stages
+    full = stages[nmax]
+    l64 = calls["stage1"]()
+    l32 = calls32["stage1"]()
+    same = float(np.mean((l64[0] == l32[0]) & (l64[1] == l32[1])))
+    res["float32_identical_assignments"] = same
+
+    # ---- NumPy reference of the same iteration
+    lab, sim, Y, _, det = __import__("ntnumba._stage1", fromlist=["assign"]).assign(
+        Q, st.tau, st.nu, p.lambda0, p.lambda1, rule=p.rule, lambda_a=p.lambda_a,
+        return_details=True)
+    w = 1.0 + p.lambda_a
+    Ybar = (Y + p.lambda_a * (st.tau[lab] + st.nu[sim])) / w
+    ref = interleaved({
+        "stage1": lambda: assign_reference(Q, st.tau, st.nu, p.lambda0, p.lambda1, rule=p.rule,
+                                           lambda_a=p.lambda_a),
+        "stage2": lambda: update_theta_reference(Q, Y, lab, sim, st.tau, st.nu,
+                                                 lambda0=p.lambda0, lambda_a=p.lambda_a,
+                                                 lambda_e=p.lambda_e, cost=det["cost"]),
+        "stage3": lambda: update_transform_reference(X, Ybar, st.A, lambda2=p.lambda2 / w,
+                                                     lambda3=p.lambda3 / w,
+                                                     lambda4=p.lambda4 / w,
+                                                     n_steps=p.transform_steps),
+        "iteration": lambda: iterate_reference(X, st.A, st.tau, st.nu, p),
+    }, ref_repeat)
+    Ybar = None
+    res["reference"] = ref
+    ref_labels = assign_reference(Q, st.tau, st.nu, p.lambda0, p.lambda1, rule=p.rule,
+                                  lambda_a=p.lambda_a)[0]
+    res["reference_identical_assignments"] = float(np.mean(ref_labels == l64[0]))
+    say("numpy reference:", ", ".join(f"{k} {v:.3f} s" for k, v in ref.items()))
+
+    # ---- roof of Stage 1
+    cc = n * Cd * Cs * M
+    roof = {}
+    for dt in (np.float64, np.float32):
+        roof[np.dtype(dt).name] = _roof(M, dt, nmax, repeat)
+    thr64 = cc / full["stage1"]
+    thr32 = cc / full["stage1_f32"]
+    res["stage1_throughput"] = {"float64": thr64, "float32": thr32, "roof": roof,
+                                "fraction_float64": thr64 / roof["float64"],
+                                "fraction_float32": thr32 / roof["float32"]}
+
+    # ---- scaling in n
+    if scaling:
+        fr = (0.25, 0.5, 1.0)
+        rows = {}
+        for f in fr:
+            k = max(Cd, int(round(f * n)))
+            sub = np.sort(np.random.default_rng(1).choice(n, k, replace=False))
+            Xs = np.ascontiguousarray(X[sub])
+            sts = _driver.State(A=st.A, tau=st.tau, nu=st.nu)
+            Qs = np.ascontiguousarray(Q[sub])
+            c = _stage_calls(Xs, p, sts, Qs)
+            c["iteration"]()
+            rows[k] = interleaved({"stage1": c["stage1"], "iteration": c["iteration"]}, repeat)
+        ks = np.array(sorted(rows))
+        fit = {}
+        for key in ("stage1", "iteration"):
+            t = np.array([rows[k][key] for k in ks])
+            slope = np.polyfit(ks, t, 1)[0]
+            expo = np.polyfit(np.log(ks), np.log(t), 1)[0]
+            fit[key] = {"s_per_1000_samples": 1000 * slope, "exponent": expo,
+                        "times": {int(k): rows[k][key] for k in ks}}
+        res["scaling"] = fit
+
+    # ---- compile time, peak memory (fresh interpreters)
+    if compile_time:
+        res["compile"] = _subprocess(_COMPILE)
+    if memory:
+        res["memory"] = _subprocess(_PEAKMEM.format(
+            res="32x32" if size == "large" else "paper", M=M, Cd=Cd, Cs=Cs,
+            iters=3 if size != "tiny" else 2)) if size != "tiny" else None
+
+    # ---- scikit-learn peers on the same data
+    if peers:
+        from sklearn.cluster import KMeans, SpectralClustering
+        from . import NTClustering
+        labels = {}
+
+        def fit(name, est):
+            def f():
+                labels[name] = est.fit(X).labels_
+            return f
+        k_nn = min(10, n - 1)
+        pt = interleaved({
+            "ntnumba_fit": fit("ntnumba_fit", NTClustering(Cd, n_components=M, n_similarity=Cs,
+                                                           max_iter=fit_iter, tol=0,
+                                                           random_state=0)),
+            "kmeans": fit("kmeans", KMeans(Cd, n_init=10, random_state=0)),
+            "spectral": fit("spectral", SpectralClustering(Cd, affinity="nearest_neighbors",
+                                                           n_neighbors=k_nn, random_state=0,
+                                                           assign_labels="cluster_qr")),
+        }, max(1, min(repeat, 3)))
+        res["peers"] = {"times": pt, "fit_iter": fit_iter,
+                        "CA": {k: float(clustering_accuracy(y, v)) for k, v in labels.items()}}
+
+    res["summary"] = summary(res)
+    return res
+
+
+def summary(res):
+    """The table of targets: (name, value, target, met) rows."""
+    nt = res["ntnumba"]
+    nmax = max(nt, key=int)
+    full, one = nt[nmax], nt[min(nt, key=int)]
+    ref = res["reference"]
+    rows = [
+        ("full iteration (s, all threads)", full["iteration"], "<= 0.3 (goal 0.1)",
+         full["iteration"] <= 0.3),
+        ("Stage 1 (s)", full["stage1"], "", None),
+        ("Stage 2 (s)", full["stage2"], "", None),
+        ("Stage 3 (s)", full["stage3"], "", None),
+        ("Stage 1 speed-up vs NumPy reference", ref["stage1"] / full["stage1"], ">= 50",
+         ref["stage1"] / full["stage1"] >= 50),
+        ("iteration speed-up vs NumPy reference", ref["iteration"] / full["iteration"], "", None),
+        ("Stage 1: 1 thread / all threads", one["stage1"] / full["stage1"], ">= 1.7",
+         one["stage1"] / full["stage1"] >= 1.7),
+        ("Stage 1 throughput / roof, float64", res["stage1_throughput"]["fraction_float64"],
+         ">= 0.30", res["stage1_throughput"]["fraction_float64"] >= 0.3),
+        ("Stage 1 throughput / roof, float32", res["stage1_throughput"]["fraction_float32"],
+         ">= 0.30", res["stage1_throughput"]["fraction_float32"] >= 0.3),
+        ("Stage 1 float64 / float32 time", full["stage1"] / full["stage1_f32"], ">= 1.5",
+         full["stage1"] / full["stage1_f32"] >= 1.5),
+        ("float32 identical assignments", res["float32_identical_assignments"], ">= 0.99",
+         res["float32_identical_assignments"] >= 0.99),
+        ("reference identical assignments", res["reference_identical_assignments"], "", None),
+    ]
+    if res.get("scaling"):
+        e = res["scaling"]["iteration"]["exponent"]
+        rows.append(("time ~ n^e, iteration exponent e", e, "~1 (linear)", 0.8 <= e <= 1.2))
+        rows.append(("iteration s per 1000 samples",
+                     res["scaling"]["iteration"]["s_per_1000_samples"], "", None))
+        rows.append(("time ~ n^e, Stage 1 exponent e", res["scaling"]["stage1"]["exponent"],
+                     "~1 (linear)", 0.8 <= res["scaling"]["stage1"]["exponent"] <= 1.2))
+    if res.get("compile"):
+        rows.append(("first-call compilation, all kernels (s)", res["compile"]["total"],
+                     "<= 15", res["compile"]["total"] <= 15))
+    if res.get("memory"):
+        rows.append(("fit peak memory / (X, Q, Y, A, theta)", res["memory"]["ratio"], "<= 1.5",
+                     res["memory"]["ratio"] <= 1.5))
+    if res.get("peers"):
+        t = res["peers"]["times"]
+        it = res["peers"]["fit_iter"]
+        rows.append((f"NTClustering fit ({it} iterations) (s)", t["ntnumba_fit"], "", None))
+        rows.append(("KMeans(n_init=10) fit / NTClustering fit", t["kmeans"] / t["ntnumba_fit"],
+                     "", None))
+        rows.append(("SpectralClustering fit / NTClustering fit",
+                     t["spectral"] / t["ntnumba_fit"], "", None))
+    return rows
+
+
+def format_table(rows):
+    out = ["| measure | value | target | met |", "|---|---|---|---|"]
+    for name, val, target, met in rows:
+        v = f"{val:.4g}" if isinstance(val, float) else str(val)
+        out.append(f"| {name} | {v} | {target} | "
+                   f"{'' if met is None else ('yes' if met else 'NO')} |")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m ntnumba.bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--size", choices=sorted(SIZES), default="coil")
+    ap.add_argument("--repeat", type=int, default=5, help="repeats of every ntnumba timing")
+    ap.add_argument("--ref-repeat", type=int, default=1, help="repeats of the NumPy reference")
+    ap.add_argument("--fit-iter", type=int, default=10, help="iterations of the compared fit")
+    ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--no-scaling", action="store_true")
+    ap.add_argument("--json", help="also write the raw results to this file")
+    a = ap.parse_args(argv)
+    res = run(a.size, repeat=a.repeat, ref_repeat=a.ref_repeat, fit_iter=a.fit_iter,
+              peers=not a.no_peers, memory=not a.no_memory, compile_time=not a.no_compile,
+              scaling=not a.no_scaling)
+    print()
+    print(format_table(res["summary"]))
+    for key in ("compile", "memory", "stage1_throughput", "scaling", "peers"):
+        if res.get(key):
+            print(f"{key}: {json.dumps(res[key], default=float)}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1, default=str)
+    return res
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Smoke test of the benchmarks: every asv benchmark runs once at the tiny size (so the suite
+never rots; CI does not run asv itself), the side-by-side script runs, and the NumPy reference
+agrees with the kernels."""
+import importlib
+import inspect
+import itertools
+import os
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+from ntnumba import _driver, _reference
+from ntnumba.kernels import assign, update_theta
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+BENCH_MODULES = ["bench_stages", "bench_fit", "bench_compile"]
+PREFIXES = ("time_", "peakmem_", "track_", "mem_")
+
+
+@pytest.fixture(scope="module")
+def benchmarks():
+    os.environ["NTNUMBA_BENCH_SIZES"] = "tiny"
+    sys.path.insert(0, str(ROOT / "asv_bench"))
+    try:
+        for name in list(sys.modules):
+            if name == "benchmarks" or name.startswith("benchmarks."):
+                del sys.modules[name]
+        mods = [importlib.import_module(f"benchmarks.{m}") for m in BENCH_MODULES]
+        yield mods
+    finally:
+        sys.path.remove(str(ROOT / "asv_bench"))
+        os.environ.pop("NTNUMBA_BENCH_SIZES", None)
+
+
+def _classes(mod):
+    for _, cls in inspect.getmembers(mod, inspect.isclass):
+        if cls.__module__ == mod.__name__ and any(
+                m.startswith(PREFIXES) for m in dir(cls)):
+            yield cls
+
+
+def test_every_asv_benchmark_runs_once_at_tiny_size(benchmarks, monkeypatch):
+    import ntnumba.bench as nb
+    # the compile benchmark runs a fresh interpreter: replace it by a stub of the same shape
+    monkeypatch.setattr(nb, "_subprocess", lambda code: {"total": 1.0, "stage1_float64": 0.5,
+                                                         "import": 0.1})
+    ran = []
+    for mod in benchmarks:
+        for cls in _classes(mod):
+            params = getattr(cls, "params", [])
+            if params and not isinstance(params[0], list):
+                params = [params]
+            for combo in itertools.product(*params) if params else [()]:
+                bench = cls()
+                args = ()
+                if hasattr(bench, "setup_cache"):
+                    args = (bench.setup_cache(),)
+                if hasattr(bench, "setup"):
+                    bench.setup(*args, *combo)
+                try:
+                    for name in sorted(dir(bench)):
+                        if name.startswith(PREFIXES):
+                            out = getattr(bench, name)(*args, *combo)
+                            if name.startswith("track_"):
+                                assert np.isfinite(out), (cls.__name__, name, combo)
+                            ran.append(f"{cls.__name__}.{name}{combo}")
+                finally:
+                    if hasattr(bench, "teardown"):
+                        bench.teardown(*args, *combo)
+    assert {r.split("(")[0] for r in ran} >= {
+        "Stage1.time_assign", "Stage2.time_update_theta", "Stage3.time_update_transform",
+        "Iteration.time_iteration", "Fit.peakmem_fit", "Quality.track_objective",
+        "Quality.track_clustering_accuracy", "Compile.track_compile_all_kernels"}
+
+
+def test_bench_script_tiny(capsys):
+    import ntnumba.bench as nb
+    res = nb.run("tiny", repeat=1, ref_repeat=1, fit_iter=2, peers=True, memory=False,
+                 compile_time=False, scaling=False)
+    table = nb.format_table(res["summary"])
+    assert "Stage 1 speed-up vs NumPy reference" in table
+    assert res["reference_identical_assignments"] == 1.0
+
+
+@pytest.mark.parametrize("rule", ["objective", "paper"])
+def test_reference_stage1_agrees_with_kernel(rule):
+    rng = np.random.default_rng(3)
+    Q = 2.0 * rng.standard_normal((50, 90))
+    tau, nu = rng.standard_normal((4, 90)), rng.standard_normal((3, 90))
+    lab, sim, Y, sc = assign(Q, tau, nu, 0.03, 0.03, rule=rule, lambda_a=0.7)
+    rl, rs, rY, rsc = _reference.assign_reference(Q, tau, nu, 0.03, 0.03, rule=rule,
+                                                  lambda_a=0.7)
+    np.testing.assert_array_equal(lab, rl)
+    np.testing.assert_array_equal(sim, rs)
+    np.testing.assert_allclose(Y, rY, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(sc, rsc, rtol=1e-9)
+
+
+def test_reference_stage2_agrees_with_kernel():
+    rng = np.random.default_rng(4)
+    Q = 2.0 * rng.standard_normal((60, 40))
+    tau, nu = rng.standard_normal((3, 40)), rng.standard_normal((2, 40))
+    lab, sim, Y, _, det = assign(Q, tau, nu, 0.03, 0.03, return_details=True)
+    t1, n1 = update_theta(Q, Y, lab, sim, tau, nu, cost=det["cost"])
+    t2, n2 = _reference.update_theta_reference(Q, Y, lab, sim, tau, nu, cost=det["cost"])
+    np.testing.assert_allclose(t1, t2, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(n1, n2, rtol=1e-8, atol=1e-10)
+
+
+def test_reference_iteration_matches_driver():
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((40, 6))
+    p = _driver.Params(n_clusters=3, n_components=12)
+    st = _driver.initialise(X, p, np.random.RandomState(0))
+    new, obj, _ = _driver.iterate(X, st, p, np.random.RandomState(0))
+    A, tau, nu, labels, robj = _reference.iterate_reference(X, st.A, st.tau, st.nu, p)
+    np.testing.assert_array_equal(labels, new.labels)
+    np.testing.assert_allclose(tau, new.tau, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(A, new.A, rtol=1e-6, atol=1e-8)
+    assert robj == pytest.approx(obj, rel=1e-8)

@@ -1,0 +1,295 @@
+"""The ``ntnumba`` console script, run for real in a subprocess, and its PNG outputs.
+
+The demo runs with numba compilation, as a user runs it. The other subprocess calls run on tiny
+data with ``NUMBA_DISABLE_JIT=1``: the same code, without paying ~20 s of compilation per
+process. Error cases that need no subprocess call :func:`ntnumba.cli.main` directly.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+import pytest
+
+import ntnumba
+from ntnumba import cli, plotting
+
+_BIN = os.path.dirname(sys.executable)
+_SCRIPT = shutil.which("ntnumba", path=_BIN) or shutil.which("ntnumba")
+COMMAND = [_SCRIPT] if _SCRIPT else [sys.executable, "-m", "ntnumba"]
+
+
+def run(args, cwd, jit=False, timeout=300):
+    env = dict(os.environ)
+    if not jit:
+        env["NUMBA_DISABLE_JIT"] = "1"
+    return subprocess.run(COMMAND + list(args), cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def decode_png(path):
+    """Check a PNG without a screenshot: signature, chunk CRCs, header, compressed pixel data.
+
+    Returns (width, height, pixels) with the pixels decoded by matplotlib.
+    """
+    raw = open(path, "rb").read()
+    assert raw[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG signature"
+    pos, chunks = 8, []
+    while pos < len(raw):
+        length, kind = struct.unpack(">I4s", raw[pos:pos + 8])
+        data = raw[pos + 8:pos + 8 + length]
+        (crc,) = struct.unpack(">I", raw[pos + 8 + length:pos + 12 + length])
+        assert zlib.crc32(kind + data) & 0xFFFFFFFF == crc, f"bad CRC in {kind!r}"
+        chunks.append((kind, data))
+        pos += 12 + length
+    assert chunks[0][0] == b"IHDR" and chunks[-1][0] == b"IEND"
+    width, height, depth, color = struct.unpack(">IIBB", chunks[0][1][:10])
+    channels = {0: 1, 2: 3, 4: 2, 6: 4}[color]
+    pixels = zlib.decompress(b"".join(d for k, d in chunks if k == b"IDAT"))
+    assert len(pixels) == height * (1 + width * channels * depth // 8)
+    from matplotlib.image import imread
+    img = imread(path)
+    assert img.shape[:2] == (height, width)
+    return width, height, img
+
+
+@pytest.fixture(scope="module")
+def blobs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1, 2], 10)
+    X = 5.0 * rng.standard_normal((3, 6))[y] + rng.standard_normal((30, 6))
+    np.savez(d / "blobs.npz", X=X, y=y)
+    np.savetxt(d / "blobs.csv", np.c_[X, y], delimiter=",", header="a,b,c,d,e,f,label")
+    np.save(d / "X.npy", X)
+    return d
+
+
+# ------------------------------------------------------------------------------ demo
+def test_demo_runs_and_draws(tmp_path):
+    pytest.importorskip("matplotlib")
+    res = run(["demo", "--out-dir", "pics"], cwd=tmp_path, jit=True)
+    assert res.returncode == 0, res.stderr
+    out, err = res.stdout, res.stderr
+    rows = {m[0]: tuple(map(float, m[1:]))
+            for m in re.findall(r"^\s+(NTClustering|KMeans)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)",
+                                out, flags=re.M)}
+    assert set(rows) == {"NTClustering", "KMeans"}
+    for ca, nmi, ari in rows.values():
+        assert 0.3 < ca <= 1 and 0.5 < nmi <= 1 and 0 < ari <= 1
+    # the README quotes these numbers (the demo is deterministic)
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
+    table = readme.split("What `ntnumba demo` prints", 1)[1].split("\n\n", 2)[1]
+    quoted = {m[0]: tuple(map(float, m[1:])) for m in re.findall(
+        r"^\| (NTClustering|KMeans) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", table,
+        flags=re.M)}
+    assert quoted == rows, "README's demo table differs from what ntnumba demo prints"
+    # says what it is doing, one progress line per iteration on stderr
+    for step in ("[1/4] compiling", "[2/4] NTClustering", "[3/4] KMeans", "[4/4] drawing"):
+        assert step in err
+    its = re.findall(r"^iteration\s+(\d+)\s+objective .* elapsed .* eta ", err, flags=re.M)
+    n_iter = 1  # the demo runs the graph mode with one iteration (ntnumba/cli.py)
+    assert its and int(its[-1]) == n_iter
+    expected = {"clusters.png": (680, 1040), "scores.png": (600, 350)}
+    if n_iter > 1:
+        expected["objective.png"] = (700, 320)
+    assert sorted(os.listdir(tmp_path / "pics")) == sorted(expected)
+    for name, size in expected.items():
+        path = tmp_path / "pics" / name
+        assert f"wrote {os.path.join('pics', name)} ({size[0]} x {size[1]} px" in out
+        w, h, img = decode_png(path)
+        assert (w, h) == size
+        assert float(np.std(img[..., :3])) > 0.05       # not a blank picture
+    assert plotting.montage_size(20, cli.DEMO["n_per_cluster"]) == (680, 1040)
+
+
+def test_demo_without_matplotlib_says_so(monkeypatch, capsys, tmp_path):
+    """In-process, tiny settings: the demo still prints its table, and explains."""
+    import builtins
+    real = builtins.__import__
+
+    def no_mpl(name, *a, **k):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError("No module named 'matplotlib'")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_mpl)
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["demo", "-q", "--resolution", "8x8", "--n-components", "64",
+                     "--max-iter", "2"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert "matplotlib is not installed" in err and "ntnumba[plot]" in err
+    assert "NTClustering" in out and "KMeans" in out and "wrote" not in out
+    assert os.listdir(tmp_path) == []
+
+
+# ------------------------------------------------------------------------ fit, predict, evaluate
+def test_fit_predict_evaluate(blobs):
+    pytest.importorskip("matplotlib")
+    res = run(["fit", "blobs.npz", "-k", "3", "--n-components", "12", "--max-iter", "6",
+               "--seed", "0", "-o", "model", "--plot-objective", "obj.png"], cwd=blobs)
+    assert res.returncode == 0, res.stderr
+    assert "wrote model  model.npz" in res.stdout
+    assert "wrote labels model.labels.csv (30 samples, 3 clusters)" in res.stdout
+    assert "CA 1.000  NMI 1.000  ARI 1.000" in res.stdout          # labels found in the file
+    assert len(re.findall(r"^iteration ", res.stderr, flags=re.M)) == 6   # verbose by default
+    assert decode_png(blobs / "obj.png")[:2] == (700, 320)
+    model = ntnumba.load(blobs / "model.npz")
+    labels = np.loadtxt(blobs / "model.labels.csv", skiprows=1, dtype=np.int64)
+    np.testing.assert_array_equal(labels, model.labels_)
+
+    # predict: to standard output, and to a .npy file, from other file types
+    res = run(["predict", "model.npz", "X.npy"], cwd=blobs)
+    assert res.returncode == 0, res.stderr
+    np.testing.assert_array_equal(np.array(res.stdout.split(), dtype=np.int64),
+                                  model.predict(np.load(blobs / "X.npy")))
+    res = run(["predict", "model.npz", "blobs.csv", "--target-key", "last", "-o", "p.npy"],
+              cwd=blobs)
+    assert res.returncode == 0 and "wrote labels p.npy (30 samples)" in res.stdout
+    np.testing.assert_array_equal(np.load(blobs / "p.npy"), labels)
+
+    # evaluate: a labels file against the labels of a data file, or another labels file
+    res = run(["evaluate", "model.labels.csv", "blobs.npz"], cwd=blobs)
+    assert res.returncode == 0, res.stderr
+    assert "30 samples, 3 clusters, 3 classes" in res.stdout
+    res = run(["evaluate", "p.npy", "blobs.csv", "--key", "last", "--json"], cwd=blobs)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == {"ca": 1.0, "nmi": 1.0, "ari": 1.0}
+
+
+def test_ctrl_c_keeps_last_iterate(blobs):
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    p = subprocess.Popen(COMMAND + ["fit", "blobs.npz", "-k", "3", "--n-components", "12",
+                                    "--max-iter", "100000", "--tol", "0", "--seed", "0",
+                                    "-o", "stopped.npz"],
+                         cwd=blobs, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        for line in p.stderr:
+            if line.startswith("iteration    3"):
+                p.send_signal(signal.SIGINT)
+                break
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert p.returncode == 130
+    n = int(re.search(r"interrupted: kept (\d+) iteration", out).group(1))
+    model = ntnumba.load(blobs / "stopped.npz")
+    assert n >= 3 and model.n_iter_ == n and len(model.objective_history_) == n
+    assert (blobs / "stopped.labels.csv").is_file()
+    assert "Traceback" not in err
+
+
+# ------------------------------------------------------------------------------ errors
+@pytest.mark.parametrize("args, message", [
+    (["fit", "blobs.npz", "-k", "0", "-o", "m"], "ntnumba fit: error: argument -k/--n-clusters"),
+    (["predict", "blobs.npz", "X.npy"], "ntnumba predict: error: path: blobs.npz is not an "
+                                        "ntnumba model file"),
+])
+def test_errors_in_subprocess(blobs, args, message):
+    res = run(args, cwd=blobs)
+    assert res.returncode in (1, 2)
+    assert res.stderr.startswith(message), res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["fit", "blobs.npz", "-o", "m"], 2, "required: -k/--n-clusters"),
+    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--resize", "3"], 2, "expected HxW"),
+    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--lambda0", "-1"], 2, "must be a finite"),
+    (["fit", "blobs.npz", "-k", "3", "-o", "/no/such/folder/m"], 1, "does not exist"),
+    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--labels", "m.txt"], 1,
+     "unsupported extension"),
+    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--n-components", "3"], 1,
+     "n_components: must be >= n_features (6)"),
+    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--data-key", "nope"], 1,
+     "data_key 'nope' not found"),
+    (["fit", "notes.txt", "-k", "3", "-o", "m"], 1, "unknown file extension"),
+    (["predict", "missing.npz", "X.npy"], 1, "no such model file"),
+    (["fit", "missing.npz", "-k", "3", "-o", "m"], 1, "data file not found"),
+    (["frobnicate"], 2, "argument COMMAND: invalid choice"),
+    (["predict", "truncated.npz", "X.npy"], 1, "not an ntnumba model file"),
+    (["evaluate", "X.npy", "blobs.npz"], 1, "expected a vector of labels"),
+    (["evaluate", "y.csv", "X.npy"], 1, "expected a vector of labels"),
+    (["evaluate", "y.csv", "short.csv"], 1, "has 30 labels"),
+    (["evaluate", "y.csv", "blobs.npz", "--key", "nope"], 1, "target_key 'nope' not found"),
+    (["evaluate", "y.csv", "X.npz"], 1, "no labels found"),
+])
+def test_errors_are_one_line(blobs, capsys, monkeypatch, args, code, message):
+    monkeypatch.chdir(blobs)
+    (blobs / "notes.txt").write_text("hello\n")
+    (blobs / "truncated.npz").write_bytes((blobs / "blobs.npz").read_bytes()[:50])
+    (blobs / "y.csv").write_text("label\n" + "0\n1\n2\n" * 10)
+    (blobs / "short.csv").write_text("0\n1\n")
+    np.savez(blobs / "X.npz", X=np.ones((30, 2)))
+    assert cli.main(args) == code
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.strip().splitlines() if not ln.startswith("fitting on")]
+    assert len(lines) == 1 and message in lines[0], err
+    assert lines[0].startswith((f"ntnumba {args[0]}: error: ", "ntnumba: error: "))
+
+
+def test_traceback_option_reraises(blobs, monkeypatch):
+    monkeypatch.chdir(blobs)
+    with pytest.raises(cli.CLIError, match="data file not found"):
+        cli.main(["--traceback", "fit", "missing.npz", "-k", "3", "-o", "m"])
+
+
+def test_version_and_help(capsys):
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"ntnumba {ntnumba.__version__}"
+    for command in ("demo", "fit", "predict", "evaluate"):
+        assert cli.main([command, "--help"]) == 0
+        assert f"usage: ntnumba {command}" in capsys.readouterr().out
+
+
+def test_read_labels_formats(tmp_path):
+    (tmp_path / "a.csv").write_text("label\n3\n1\n3\n")
+    (tmp_path / "b.txt").write_text("cat\ndog\ncat\n")
+    np.save(tmp_path / "c.npy", np.array([[1], [2], [1]]))
+    np.testing.assert_array_equal(cli.read_labels(str(tmp_path / "a.csv")), [3, 1, 3])
+    assert cli.read_labels(str(tmp_path / "b.txt")).tolist() == ["cat", "dog", "cat"]
+    np.testing.assert_array_equal(cli.read_labels(str(tmp_path / "c.npy")), [1, 2, 1])
+    cli.write_labels(str(tmp_path / "d.csv"), [0, 2])
+    assert (tmp_path / "d.csv").read_text().split() == ["label", "0", "2"]
+
+
+# ------------------------------------------------------------------------------ plots
+def test_plot_files_have_the_documented_size(tmp_path):
+    pytest.importorskip("matplotlib")
+    rng = np.random.default_rng(0)
+    images = rng.random((40, 6 * 5))
+    labels = np.repeat([0, 1, 2, -1], 10)            # -1: rejected, drawn as the last row
+    fig = plotting.plot_cluster_montage(images, labels, (6, 5), n_per_cluster=5,
+                                        order=rng.random(40), true_labels=labels % 2,
+                                        path=tmp_path / "m.png", dpi=50)
+    assert fig.axes[0].get_yticklabels()[-1].get_text().startswith("rejected  n=10")
+    assert decode_png(tmp_path / "m.png")[:2] == plotting.montage_size(4, 5, dpi=50) == (215, 120)
+    plotting.plot_objective([5.0, 3.0, 2.5, 2.6], path=tmp_path / "o.png", dpi=50)
+    assert decode_png(tmp_path / "o.png")[:2] == (350, 160)
+    margin = rng.gamma(2.0, size=200)
+    fig = plotting.plot_score_histogram(margin, threshold=0.5, higher_is_worse=False,
+                                        path=tmp_path / "h.png")
+    label = fig.axes[0].get_legend().get_texts()[0].get_text()
+    assert label == f"rejected: {int(np.sum(margin < 0.5))} of 200 " \
+                    f"({np.mean(margin < 0.5):.1%})"
+    assert decode_png(tmp_path / "h.png")[:2] == (600, 350)
+
+
+def test_plot_errors():
+    pytest.importorskip("matplotlib")
+    with pytest.raises(ValueError, match="labels: expected 4 values"):
+        plotting.plot_cluster_montage(np.ones((4, 9)), [0, 1])
+    with pytest.raises(ValueError, match="image_shape"):
+        plotting.plot_cluster_montage(np.ones((4, 10)), [0, 0, 1, 1])
+    with pytest.raises(ValueError, match="reject_quantile"):
+        plotting.plot_score_histogram([1.0, 2.0], reject_quantile=1.5)
+    with pytest.raises(ValueError, match="history is empty"):
+        plotting.plot_objective([])

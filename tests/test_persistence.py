@@ -1,0 +1,257 @@
+"""Model persistence: ``NTClustering.save`` / ``ntnumba.load`` (versioned .npz) and pickling."""
+import json
+import os
+import pickle
+import re
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ntnumba
+from ntnumba import NTClustering, _persistence
+
+
+def _data(seed=0, n_per=12, N=5):
+    rng = np.random.default_rng(seed)
+    centers = 4.0 * rng.standard_normal((3, N))
+    return np.repeat(centers, n_per, axis=0) + rng.standard_normal((3 * n_per, N))
+
+
+@pytest.fixture(scope="module")
+def X():
+    return _data()
+
+
+@pytest.fixture(scope="module")
+def model(X):
+    return NTClustering(3, n_components=10, max_iter=4, random_state=0).fit(X)
+
+
+@pytest.fixture
+def saved(model, tmp_path):
+    return model.save(tmp_path / "model.npz")
+
+
+def _rewrite(src, dst, drop=(), **replace):
+    """Copy the archive ``src`` to ``dst`` without the keys ``drop``, with entries replaced."""
+    with np.load(src, allow_pickle=False) as f:
+        data = {k: f[k] for k in f.files if k not in drop}
+    data.update(replace)
+    np.savez(dst, **data)
+    return dst
+
+
+# ------------------------------------------------------------------------------ round trips
+def _assert_same_model(a, b, X):
+    for name in ("components_", "dissimilarity_", "similarity_", "objective_history_",
+                 "labels_", "similarity_labels_"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype, name
+        np.testing.assert_array_equal(x, y, err_msg=name)
+    assert (a.n_iter_, a.n_features_in_, a.scale_) == (b.n_iter_, b.n_features_in_, b.scale_)
+    assert a.get_params() == b.get_params()
+    for name in ("reject_threshold_", "n_shared_", "graph_cut_", "shared_mean_",
+                 "shared_components_", "_fit_X"):
+        assert hasattr(a, name) == hasattr(b, name), name
+        if hasattr(a, name):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    np.testing.assert_array_equal(a.predict(X, reject="auto"), b.predict(X, reject="auto"))
+    np.testing.assert_array_equal(a.transform(X), b.transform(X))
+    assert a.score(X) == b.score(X)
+
+
+def test_round_trip_is_exact(model, saved, X):
+    _assert_same_model(model, ntnumba.load(saved), X)
+
+
+@pytest.mark.parametrize("kwargs", [dict(learn_transform=False), dict(assign="paper"),
+                                    dict(n_similarity=1, scaling=None),
+                                    dict(assign="graph", n_shared=(0, 1), n_neighbors=4)])
+def test_round_trip_variants(kwargs, X, tmp_path):
+    m = NTClustering(3, n_components=10, max_iter=3, random_state=1, **kwargs).fit(X)
+    _assert_same_model(m, ntnumba.load(m.save(tmp_path / "m.npz")), X)
+
+
+def test_round_trip_float32(X, tmp_path):
+    X32 = X.astype(np.float32)
+    m = NTClustering(3, n_components=10, max_iter=3, random_state=2).fit(X32)
+    loaded = ntnumba.load(m.save(tmp_path / "m32"))
+    assert loaded.components_.dtype == np.float32
+    assert loaded.transform(X32).dtype == np.float32
+    _assert_same_model(m, loaded, X32)
+
+
+def test_suffix_added_and_path_like(model, tmp_path):
+    path = model.save(tmp_path / "no_suffix")
+    assert path == str(tmp_path / "no_suffix.npz") and os.path.isfile(path)
+    assert ntnumba.load(Path(path)).n_iter_ == model.n_iter_
+
+
+def test_save_leaves_no_temporary_file_and_overwrites(model, tmp_path):
+    model.save(tmp_path / "m.npz")
+    model.save(tmp_path / "m.npz")
+    assert sorted(os.listdir(tmp_path)) == ["m.npz"]
+
+
+def test_interrupted_save_keeps_the_old_file(model, tmp_path, monkeypatch):
+    path = model.save(tmp_path / "m.npz")
+    before = Path(path).read_bytes()
+
+    def broken(file, **arrays):  # writes half a file, then fails
+        Path(file).write_bytes(before[:100])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_persistence.np, "savez_compressed", broken)
+    with pytest.raises(KeyboardInterrupt):
+        model.save(path)
+    assert Path(path).read_bytes() == before
+    assert os.listdir(tmp_path) == ["m.npz"]
+
+
+def test_loaded_model_warm_starts(model, X, tmp_path):
+    loaded = ntnumba.load(model.save(tmp_path / "m"))
+    loaded.set_params(warm_start=True, max_iter=model.n_iter_ + 2, tol=0.0).fit(X)
+    assert loaded.n_iter_ == model.n_iter_ + 2
+    np.testing.assert_array_equal(loaded.objective_history_[:model.n_iter_],
+                                  model.objective_history_)
+
+
+def test_unsaveable_random_state_is_dropped(X, tmp_path):
+    m = NTClustering(3, n_components=10, max_iter=2,
+                     random_state=np.random.RandomState(0)).fit(X)
+    assert ntnumba.load(m.save(tmp_path / "m")).random_state is None
+
+
+def test_save_unfitted_raises(tmp_path):
+    from sklearn.exceptions import NotFittedError
+    with pytest.raises(NotFittedError):
+        NTClustering(2).save(tmp_path / "m")
+    assert os.listdir(tmp_path) == []
+
+
+def test_pickle_round_trip(model, X):
+    _assert_same_model(model, pickle.loads(pickle.dumps(model)), X)
+
+
+def test_feature_names_kept(tmp_path):
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(_data(), columns=[f"f{i}" for i in range(5)])
+    m = NTClustering(3, n_components=10, max_iter=2, random_state=0).fit(df)
+    loaded = ntnumba.load(m.save(tmp_path / "m"))
+    assert list(loaded.feature_names_in_) == list(df.columns)
+    np.testing.assert_array_equal(loaded.predict(df), m.predict(df))
+
+
+# ------------------------------------------------------------------------------ the format
+def test_file_matches_the_documented_format(X, tmp_path):
+    """Every key of a saved file is in the module's table, with the documented content."""
+    documented = set(re.findall(r"^``(\w+)``\s", _persistence.__doc__, flags=re.M))
+    graph_keys = {"n_shared_", "graph_cut_", "shared_mean_", "shared_components_", "fit_X_"}
+    for assign, expected in (("objective", documented - {"feature_names_in_"} - graph_keys),
+                             ("graph", documented - {"feature_names_in_"})):
+        m = NTClustering(3, n_components=10, max_iter=2, random_state=0, assign=assign).fit(X)
+        with np.load(m.save(tmp_path / assign), allow_pickle=False) as f:  # no pickle needed
+            data = {k: f[k] for k in f.files}
+        assert set(data) == expected, assign
+        assert str(data["format"]) == "ntnumba-model" and int(data["format_version"]) == 1
+        assert str(data["ntnumba_version"]) == ntnumba.__version__
+        assert json.loads(str(data["params"]))["assign"] == assign
+        assert data["labels_"].dtype == np.int64
+        assert data["objective_history_"].dtype == np.float64
+        assert zipfile.is_zipfile(tmp_path / f"{assign}.npz")
+
+
+def test_unknown_keys_are_ignored(saved, tmp_path, X):
+    path = _rewrite(saved, tmp_path / "extra.npz", future_key=np.arange(3))
+    np.testing.assert_array_equal(ntnumba.load(path).predict(X), ntnumba.load(saved).predict(X))
+
+
+# ------------------------------------------------------------------------------ bad files
+def test_missing_file():
+    with pytest.raises(FileNotFoundError, match="no such model file"):
+        ntnumba.load("/nonexistent/model.npz")
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.01, 0.3, 0.5, 0.9, 0.999])
+def test_truncated_file(saved, tmp_path, fraction):
+    raw = Path(saved).read_bytes()
+    bad = tmp_path / "truncated.npz"
+    bad.write_bytes(raw[:int(fraction * len(raw))])
+    with pytest.raises(ValueError, match=re.escape(str(bad)) + ".*(truncated|not an ntnumba)"):
+        ntnumba.load(bad)
+
+
+def test_corrupted_bytes(saved, tmp_path):
+    """Damage inside the compressed data (the zip directory intact): CRC or zlib error."""
+    raw = bytearray(Path(saved).read_bytes())
+    with zipfile.ZipFile(saved) as z:
+        info = z.getinfo("components_.npy")
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra)
+    for j in range(start + 10, start + 40):
+        raw[j] ^= 0xFF
+    bad = tmp_path / "corrupted.npz"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="truncated or corrupted"):
+        ntnumba.load(bad)
+
+
+def test_foreign_files(tmp_path):
+    npz = tmp_path / "foreign.npz"
+    np.savez(npz, X=np.ones((3, 2)))
+    with pytest.raises(ValueError, match="not an ntnumba model file.*marker"):
+        ntnumba.load(npz)
+    npy = tmp_path / "array.npy"
+    np.save(npy, np.ones(3))
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    for path in (npy, text):
+        with pytest.raises(ValueError, match="not an ntnumba model file"):
+            ntnumba.load(path)
+    with pytest.raises(ValueError, match="directory"):
+        ntnumba.load(tmp_path)
+
+
+def test_newer_version_refused(saved, tmp_path):
+    path = _rewrite(saved, tmp_path / "v2.npz", format_version=np.array(2))
+    with pytest.raises(ValueError, match="format version 2, newer than this ntnumba reads "
+                                         r"\(1\); upgrade"):
+        ntnumba.load(path)
+    path = _rewrite(saved, tmp_path / "v0.npz", format_version=np.array(0))
+    with pytest.raises(ValueError, match="invalid model format version 0"):
+        ntnumba.load(path)
+
+
+@pytest.mark.parametrize("key", ["components_", "params", "scale_", "format_version"])
+def test_missing_entry(saved, tmp_path, key):
+    path = _rewrite(saved, tmp_path / "missing.npz", drop=(key,))
+    with pytest.raises(ValueError, match="missing|format_version"):
+        ntnumba.load(path)
+
+
+def test_missing_graph_entry(X, tmp_path):
+    g = NTClustering(3, n_components=10, max_iter=2, random_state=0, assign="graph").fit(X)
+    path = _rewrite(g.save(tmp_path / "g"), tmp_path / "bad.npz", drop=("fit_X_",))
+    with pytest.raises(ValueError, match=r"missing \['fit_X_'\] \(needed by assign='graph'\)"):
+        ntnumba.load(path)
+
+
+@pytest.mark.parametrize("replace, match", [
+    (dict(components_=np.ones((10, 4))), "components_ has shape"),
+    (dict(dissimilarity_=np.ones((2, 10))), "dissimilarity_ has shape"),
+    (dict(similarity_=np.ones((2, 9))), "similarity_ has shape"),
+    (dict(labels_=np.ones(3)), "labels_"),
+    (dict(scale_=np.array(-1.0)), "scale_"),
+    (dict(n_iter_=np.array("four")), "n_iter_"),
+    (dict(params=np.array("{not json")), "unreadable parameters"),
+    (dict(params=np.array(json.dumps({"no_such_parameter": 1}))), "unreadable parameters"),
+    (dict(params=np.array(json.dumps({"n_clusters": 3, "assign": "bogus"}))),
+     "invalid parameters"),
+    (dict(format=np.array(7)), "marker"),
+])
+def test_inconsistent_entries(saved, tmp_path, replace, match):
+    path = _rewrite(saved, tmp_path / "bad.npz", **replace)
+    with pytest.raises(ValueError, match=match):
+        ntnumba.load(path)

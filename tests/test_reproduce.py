@@ -1,0 +1,35 @@
+"""Smoke test of ``python -m ntnumba.reproduce --quick`` (shipped demo data, one run)."""
+import json
+
+import numpy as np
+
+from ntnumba import NTClustering, reproduce
+from ntnumba.metrics import clustering_accuracy, nmi
+
+
+def test_quick_reproduction_writes_consistent_results(tmp_path):
+    res = reproduce.main(["--quick", "--out", str(tmp_path)])
+    md = (tmp_path / "results.md").read_text()
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["meta"]["datasets"] == ["demo"] and data["meta"]["runs"] == 1
+    d = data["datasets"]["demo"]
+    # every section is present, in the JSON and in the report
+    assert set(d) >= {"default", "peers", "knn", "rejection", "ablation"}
+    assert set(d["ablation"]) == set(reproduce.QUICK_ABLATION)
+    for title in ("## Clustering", "### Targets", "## k-NN classification", "## Ablation",
+                  "## Rejection option", "ntnumba (default)", "KMeans(n_init=10)"):
+        assert title in md
+    # the recorded numbers are the ones an independent fit of the same configuration gives
+    X, y = reproduce.load("demo")
+    labels = NTClustering(5, n_components=300, random_state=0).fit(X).labels_
+    run = d["default"]["runs"][0]
+    assert run["ca"] == 100.0 * clustering_accuracy(y, labels)
+    assert run["nmi"] == 100.0 * nmi(y, labels)
+    assert d["default"]["ca"]["mean"] == run["ca"]
+    from sklearn.cluster import KMeans
+    km = KMeans(5, n_init=10, random_state=0).fit_predict(X)
+    assert d["peers"]["KMeans(n_init=10)"]["ca"]["mean"] == 100.0 * clustering_accuracy(y, km)
+    for key in ("raw", "nt_y", "nt_code"):
+        assert 0.0 <= d["knn"][key] <= 100.0
+    assert res["meta"]["total_minutes"] > 0
+    assert np.isfinite(d["rejection"]["threshold"])
