@@ -90,23 +90,24 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         Priors of ``A``: ``||A||_F^2``, ``||A A^T - I||_F^2`` and ``-log det(A^T A)``.
     learn_transform : bool, default True
         Learn ``A``; with False, ``A = I`` and only Stages 1 and 2 alternate.
-    assign : {"objective", "graph", "paper"}, default "objective"
+    assign : {"graph", "objective", "paper"}, default "graph"
         Assignment rule. ``"paper"`` is the paper's Stage 1 (min-max score only); read literally
         it collapses into one cluster while learning (see the user guide). ``"objective"``
-        minimises the full per-sample cost of the learning problem. ``"graph"`` (not in the
-        paper; experimental, see below): the clusters are a spectral partition of the k-NN graph of the
+        minimises the full per-sample cost of the learning problem. ``"graph"`` (the default,
+        not in the paper): the clusters are a spectral partition of the k-NN graph of the
         paper's support-intersection similarity ``rho`` between the samples' NT
         representations, after removing the principal directions shared by all clusters (what
         the similarity parameters ``nu`` stand for); it is computed once from the initial
         transform and kept, and the iterations fit ``tau``, ``nu`` and ``A`` to it. See
-        ``ntnumba/_graph.py``. It fails on low-dimensional data where the shared principal
-        directions carry the clusters (3 Gaussian blobs in 6 dimensions: ARI ~0), so it is not
-        the default.
+        ``ntnumba/_graph.py`` and ``docs/results.md``. At most a quarter of the rank of the data
+        is removed (without that cap it failed on low-dimensional blobs, e.g. 3 Gaussian blobs
+        in 6 dimensions: ARI ~0; now 1.0, ``tests/test_graph.py``). The similarity depends on
+        angles, not norms: on data of 2-3 features prefer ``"objective"``.
     online_fraction : None or float in (0, 1], default None
         Paper's online A update: ``A_hat`` from a random fraction of the samples.
     online_rate : float in [0, 1], default 0.5
         ``A <- (1 - rate) A + rate A_hat`` when ``online_fraction`` is set.
-    init : {"k-means++", "graph", "random", "kmeans"}, default "k-means++"
+    init : {"graph", "k-means++", "random", "kmeans"}, default "graph"
         ``"random"``: the paper's i.i.d. N(0, 1) tau and nu. ``"k-means++"``: tau seeded by
         k-means++ in the transform domain. ``"kmeans"``: tau from one KMeans run on ``A X``.
         ``"graph"``: tau = the means (in the transform domain) of the clusters of the graph
@@ -120,9 +121,12 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         ``"auto"``: the candidates (0, 1, 2, 4, 8, 16), the one whose graph has the smallest
         relaxed C-way normalised cut is used (no labels involved); the choice is in
         ``n_shared_``.
-    max_iter : int, default 100
+    max_iter : int, default 1
         Maximum number of iterations (the paper runs 100). With ``assign="graph"`` the
-        clustering does not depend on it.
+        clustering does not depend on it; the iterations contract ``A X`` towards the clusters'
+        ``tau + nu``, which lowered the k-NN accuracy of the representations on COIL-20 and ORL
+        after more than one (docs/results.md). With ``"objective"`` or ``"paper"`` set it
+        (e.g. 100, the paper's).
     tol : float, default 1e-4
         Stop when the relative change of the objective is below ``tol``.
     n_init : int, default 1
@@ -205,9 +209,9 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
 
     def __init__(self, n_clusters=8, *, n_components=2100, n_similarity=2, n_dissimilarity=None,
                  lambda0=0.03, lambda1=0.03, lambda_e=0.001, lambda_a=1.0, lambda2=16.0,
-                 lambda3=16.0, lambda4=16.0, learn_transform=True, assign="objective",
-                 online_fraction=None, online_rate=0.5, init="k-means++", n_neighbors=5,
-                 n_shared="auto", max_iter=100,
+                 lambda3=16.0, lambda4=16.0, learn_transform=True, assign="graph",
+                 online_fraction=None, online_rate=0.5, init="graph", n_neighbors=5,
+                 n_shared="auto", max_iter=1,
                  tol=1e-4, n_init=1, scaling="rms", random_state=None, n_jobs=None, verbose=0,
                  warm_start=False):
         self.n_clusters = n_clusters
@@ -440,7 +444,11 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
             Q, r, labels=labels, random_state=seed)
         # the reference set of the out-of-sample rule: the training samples (scaled)
         self._fit_X = X
-        self.reject_threshold_ = _tukey_fence(cost)
+        # rejection: the largest leave-one-out score of a training sample (see predict)
+        codes = self._graph_codes(Q)
+        _, loo = _graph.knn_vote(codes, codes, self.labels_, p.n_clusters, p.n_neighbors,
+                                 exclude_self=True)
+        self.reject_threshold_ = float(np.max(loo))
 
     def _graph_codes(self, Q):
         """NT representations of the graph rule: shared directions removed, soft threshold."""
@@ -452,8 +460,8 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
 
         ``assign="graph"``: labels by the k-NN vote of the training samples (documented in
         :meth:`predict`), ``Y`` and ``sim`` the Stage-1 candidates of that cluster, ``scores``
-        the (n, 1) full per-sample costs of those candidates; details hold ``"cost"`` as for
-        the other rules.
+        the (n, 1) rejection scores of :meth:`predict`; details hold ``"cost"`` (the full
+        per-sample cost of those candidates) as for the other rules.
         """
         p = self._p
         A = self._state.A
@@ -462,11 +470,11 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         Q = _driver.compute_Q(X, A, p.learn_transform)
         if p.rule == "graph":
             Qref = _driver.compute_Q(self._fit_X, A, p.learn_transform)
-            labels, _ = _graph.knn_vote(self._graph_codes(Q), self._graph_codes(Qref),
-                                        self.labels_, p.n_clusters, p.n_neighbors)
+            labels, rscore = _graph.knn_vote(self._graph_codes(Q), self._graph_codes(Qref),
+                                             self.labels_, p.n_clusters, p.n_neighbors)
             sim, Y, cost = _graph.restricted_stage1(Q, self.dissimilarity_, self.similarity_,
                                                     labels, p.lambda0, p.lambda1, p.lambda_a)
-            out = (labels, sim, Y, cost[:, None])
+            out = (labels, sim, Y, rscore[:, None])
             return out + ({"cost": cost},) if return_details else out
         return assign(Q, self.dissimilarity_, self.similarity_, p.lambda0, p.lambda1,
                       rule=p.rule, lambda_a=p.lambda_a, return_details=return_details)
@@ -487,13 +495,15 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         reject : None, float or "auto", default None
             Rejection option (paper, Sec. 1 (d)): samples whose best score is above a threshold
             get the label -1. The score of a sample is its smallest Stage-1 score: the min-max
-            score ``sP`` for ``assign="paper"``, the full per-sample cost
+            score ``sP`` for ``assign="paper"`` and the full per-sample cost
             ``1/2||q-y||^2 + lambda1||y||_1 + lambda0 sP + lambda_a/2||q - tau - nu||^2`` for
-            ``"objective"``, and that cost for the predicted cluster's candidates for
-            ``"graph"``. A float is the threshold itself; ``"auto"`` uses
-            ``reject_threshold_``: Tukey's far-out fence of the training samples' scores on a
-            log scale, ``Q3 (Q3 / Q1)^3`` (quartiles of the training scores; tested on
-            synthetic outliers in ``tests/test_rejection.py``).
+            ``"objective"``; for ``"graph"`` it is ``1 - the mean NT similarity to the
+            n_neighbors most similar training samples`` (in [0, 1]; the Stage-1 cost separated
+            noise images from Extended Yale B faces poorly). A float is the threshold itself;
+            ``"auto"`` uses ``reject_threshold_``: for ``"graph"`` the largest leave-one-out
+            score of a training sample, otherwise Tukey's far-out fence of the training
+            samples' scores on a log scale, ``Q3 (Q3 / Q1)^3`` (tested on synthetic outliers in
+            ``tests/test_rejection.py``; measured in ``docs/results.md``).
 
         Returns
         -------

@@ -26,7 +26,13 @@ Pipeline, on the linear maps ``Q = X A^T`` (rows are samples):
    clustering minimises) is computed; the ``r`` with the smallest cut, i.e. the representation
    whose graph is closest to ``C`` disconnected groups, is kept. Ties (cuts within 1e-6, e.g.
    graphs that fall apart into C or more components) go to the larger (C+1)-th eigenvalue of
-   the Laplacian ``I - D^-1/2 W D^-1/2``: exactly C groups rather than more.
+   the Laplacian ``I - D^-1/2 W D^-1/2``: exactly C groups rather than more. At most a quarter
+   of the rank of the centred data is removed (removing directions makes any k-NN graph look
+   more clustered; without the cap the cut chose ``r = N - 1`` on blobs of N = 3..6 features).
+
+Limits: rho normalised depends on the angle between samples, not on their norms; that suits
+high-dimensional data (images: the paper's data sets) and not data of very few features (on
+2-D blobs the graph rule clusters worse than KMeans; use ``assign="objective"`` there).
 
 Cost: dense ``n x n`` similarities (``O(n^2 M)`` per candidate ``r``): meant for the paper's
 data-set sizes (up to a few thousand samples). Larger problems need an approximate k-NN search.
@@ -201,8 +207,8 @@ def graph_partition(Q, n_clusters, *, lambda1=0.03, n_neighbors=5, n_shared=DEFA
         ``k`` of the k-NN graph.
     n_shared : int or sequence of int, default (0, 1, 2, 4, 8, 16)
         Number ``r`` of shared principal directions removed; a sequence: candidates, the one
-        with the smallest relaxed normalised cut is used. Capped at half of
-        ``min(n - 1, M)``.
+        with the smallest relaxed normalised cut is used. Capped at a quarter of the rank of
+        the centred ``Q`` (on data of few features no or few directions are removed).
     random_state : int, RandomState or None
         Seed of the randomised SVD and of the eigen-solver's start vector.
     return_all : bool, default False
@@ -227,11 +233,18 @@ def graph_partition(Q, n_clusters, *, lambda1=0.03, n_neighbors=5, n_shared=DEFA
     else:
         from sklearn.utils import check_random_state
         seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
-    # remove at most half of the min(n - 1, M) directions the centred data can span: beyond,
-    # the codes degenerate (all-zero codes are isolated nodes, i.e. a spuriously small cut)
-    r_max = max(min(Q.shape[0] - 1, Q.shape[1]) // 2, 0)
-    cands = sorted({min(r, r_max) for r in cands})
-    mean, Vall = shared_directions(Q, max(cands), random_state=seed)
+    # remove at most a quarter of the directions the centred data span (their rank, at most
+    # min(n - 1, N)): removing directions makes any k-NN graph look more clustered, and on data
+    # of few features (low-dimensional blobs) the cut then prefers removing almost everything;
+    # the leading 4 r_max + 1 directions give the rank when it is that small
+    full = min(Q.shape[0] - 1, Q.shape[1])
+    r_req = min(4 * max(cands) + 1, full)
+    mean, Vall = shared_directions(Q, r_req, random_state=seed)
+    sv = np.linalg.norm((Q - mean) @ Vall.T, axis=0) if Vall.shape[0] else np.zeros(0)
+    rank = int(np.sum(sv > 1e-8 * sv[0])) if sv.size and sv[0] > 0 else 0
+    if rank == Vall.shape[0]:
+        rank = full  # at least r_req directions: the cap does not bind
+    cands = sorted({min(r, rank // 4) for r in cands})
     best = None
     cuts = {}
     all_labels = {}

@@ -374,7 +374,7 @@ def cmd_demo(args):
     _status(f"      done in {time.perf_counter() - t:.1f} s", q)
 
     # image data: the graph mode (spectral partition of the NT-similarity k-NN graph)
-    model = NTClustering(C, assign="graph", init="graph", max_iter=1, random_state=args.seed)
+    model = NTClustering(C, random_state=args.seed)
     if args.n_components is not None:
         model.set_params(n_components=args.n_components)
     if args.max_iter is not None:

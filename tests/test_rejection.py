@@ -39,7 +39,6 @@ def test_auto_threshold_rejects_synthetic_outliers(blobs, kw):
     assert np.mean(m.predict(X, reject="auto") == -1) <= 0.05
 
 
-@pytest.mark.xfail(reason="written when assign='graph' was the default; the default is 'objective' (see CHANGELOG)", strict=False)
 def test_rejection_only_relabels_and_is_monotone_in_the_threshold(blobs):
     X, held, out = blobs
     Z = np.r_[held, out]

@@ -8,7 +8,6 @@ from ntnumba import NTClustering, reproduce
 from ntnumba.metrics import clustering_accuracy, nmi
 
 
-@pytest.mark.xfail(reason="the quick reproduction report does not yet record the configuration it ran (KeyError nt_code)", strict=False)
 def test_quick_reproduction_writes_consistent_results(tmp_path):
     res = reproduce.main(["--quick", "--out", str(tmp_path)])
     md = (tmp_path / "results.md").read_text()

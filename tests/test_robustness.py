@@ -178,7 +178,7 @@ def test_objective_finite_every_iteration_and_reseeding_reported(capsys):
     X, _ = _data(n=30, C=2, seed=6)
     # far more clusters than structure: some clusters empty out and must be re-seeded
     model = NTClustering(12, n_components=12, max_iter=6, tol=0.0, random_state=0,
-                         init="random", verbose=1).fit(X)
+                         assign="objective", init="random", verbose=1).fit(X)
     assert np.all(np.isfinite(model.objective_history_))
     err = capsys.readouterr().err
     assert "re-seeded clusters" in err
