@@ -555,8 +555,8 @@ def main(argv=None):
     for k in ("n_clusters", "random_state", "n_jobs", "verbose", "warm_start"):
         eff.pop(k, None)
     res = {"meta": {
-        "command": "python -m ntnumba.reproduce " + " ".join(sys.argv[1:] if argv is None
-                                                              else argv),
+        "command": ("python -m ntnumba.reproduce " + " ".join(sys.argv[1:] if argv is None
+                                                               else argv)).strip(),
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "ntnumba_version": __version__, "python": platform.python_version(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
