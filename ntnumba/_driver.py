@@ -12,9 +12,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ._graph import DEFAULT_SHARED, graph_init_tau, graph_partition, graph_stage1
-from ._stage1 import assign
+from ._stage1 import assign, trusted_inputs
 from ._theta import data_terms, prior_up, theta_objective, update_theta
-from ._transform import _regulariser, assignment_statistics, update_transform
+from ._transform import _regulariser, _regulariser_sv, assignment_statistics, update_transform
 
 
 @dataclass
@@ -82,11 +82,12 @@ def compute_Q(X, A, learn_transform):
     return np.ascontiguousarray(X @ A.T.astype(X.dtype, copy=False))
 
 
-def full_objective(X, A, Y, labels, sim, tau, nu, p, Q=None):
+def full_objective(X, A, Y, labels, sim, tau, nu, p, Q=None, sv=None):
     """Objective of the learning problem (algorithm.md) at one iterate, float64.
 
     sum_i [1/2||q_i - y_i||^2 + lambda_a/2||q_i - tau_j1 - nu_j2||^2 + lambda0 sP + lambda1||y_i||_1]
     + lambda_e u_p(theta) + f_d(A) (f_d only when A is learned).
+    ``sv``: the singular values of ``A`` when known (f_d from them, no ``A^T A`` product).
     """
     if Q is None:
         Q = compute_Q(X, A, p.learn_transform)
@@ -95,8 +96,11 @@ def full_objective(X, A, Y, labels, sim, tau, nu, p, Q=None):
     val += theta_objective(Q, Y, labels, sim, tau, nu, lambda0=p.lambda0,
                            lambda_a=p.lambda_a, lambda_e=p.lambda_e)
     if p.learn_transform:
-        A64 = np.asarray(A, dtype=np.float64)
-        val += _regulariser(A64.T @ A64, A64.shape[0], p.lambda2, p.lambda3, p.lambda4)
+        if sv is not None:
+            val += _regulariser_sv(sv, A.shape[0], p.lambda2, p.lambda3, p.lambda4)
+        else:
+            A64 = np.asarray(A, dtype=np.float64)
+            val += _regulariser(A64.T @ A64, A64.shape[0], p.lambda2, p.lambda3, p.lambda4)
     return val
 
 
@@ -156,24 +160,38 @@ def initialise(X, p, rng):
 BLAS_THREADS = 1
 
 
-def iterate(X, state, p, rng, Q=None):
+def iterate(X, state, p, rng, Q=None, workspace=None):
     """One complete iteration (Stages 1-3) from ``state``; returns the new state and objective.
 
     Runs :func:`_iterate` with ``BLAS_THREADS`` BLAS threads (restored afterwards).
     """
     if BLAS_THREADS is None:
-        return _iterate(X, state, p, rng, Q)
+        return _iterate(X, state, p, rng, Q, workspace)
     from ._transform import _blas_limit
     with _blas_limit(BLAS_THREADS):
-        return _iterate(X, state, p, rng, Q)
+        return _iterate(X, state, p, rng, Q, workspace)
 
 
-def _iterate(X, state, p, rng, Q=None):
+def _iterate(X, state, p, rng, Q=None, workspace=None):
     """One complete iteration (Stages 1-3) from ``state``; returns the new state and objective.
 
     ``Q``: ``compute_Q(X, state.A)`` when the caller has it (the previous iteration computed it
-    for its objective, ``info["Q_next"]``), else it is computed here.
+    for its objective, ``info["Q_next"]``), else it is computed here. A one-element list hands
+    it over: the list is emptied, so that Q (n x M) is freed during Stage 3 (:func:`run`).
+    ``workspace``: a dict carried from one iteration to the next on the same ``X`` (``X^T X``,
+    ``lambda_max(X^T X)``, and ``A G`` and the singular values of ``state.A``, see
+    :func:`ntnumba._transform.update_transform`); updated in place for the returned state
+    (also returned as ``info["workspace_next"]``).
     """
+    box = Q if isinstance(Q, list) else [Q]
+    Q = None  # only the box refers to Q: _iterate_body can free it
+    ws = {} if workspace is None else workspace
+    with trusted_inputs():  # Q and Y come from the kernels: no NaN scans of n x M inputs
+        return _iterate_body(X, state, p, rng, box, ws)
+
+
+def _iterate_body(X, state, p, rng, box, ws):
+    Q = box.pop() if box else None
     if Q is None:
         Q = compute_Q(X, state.A, p.learn_transform)
     if p.rule == "graph":  # clusters from the NT-similarity graph, then Stages 2-3 as usual
@@ -194,10 +212,18 @@ def _iterate(X, state, p, rng, Q=None):
         w = 1.0 + p.lambda_a
         if p.online_fraction is None:
             # the statistics of Ybar = (Y + lambda_a T) / w without forming Ybar or T (n x M)
-            stats = assignment_statistics(X, Y, tau, nu, labels, sim, p.lambda_a)
+            if ws.get("X") is not X:  # X^T X does not change during a fit
+                ws.clear()
+                X64 = np.asarray(X, dtype=np.float64)
+                gram = X64.T @ X64
+                ws.update(X=X, gram=0.5 * (gram + gram.T))
+                X64 = gram = None
+            stats = assignment_statistics(X, Y, tau, nu, labels, sim, p.lambda_a,
+                                          gram=ws["gram"])
             A = update_transform(A=A, stats=stats, lambda2=p.lambda2 / w,
                                  lambda3=p.lambda3 / w, lambda4=p.lambda4 / w,
-                                 n_steps=p.transform_steps)
+                                 n_steps=p.transform_steps, workspace=ws)
+            stats = None
         else:
             T = tau[labels] + nu[sim]
             Ybar = (np.asarray(Y, dtype=np.float64) + p.lambda_a * T) / w
@@ -206,12 +232,14 @@ def _iterate(X, state, p, rng, Q=None):
                                  sample_fraction=p.online_fraction, online_rate=p.online_rate,
                                  random_state=rng)
         Q = compute_Q(X, A, True)
-    obj = full_objective(X, A, Y, labels, sim, tau, nu, p, Q=Q)
+    sv = ws.get("sv") if (p.learn_transform and ws.get("A") is A) else None
+    obj = full_objective(X, A, Y, labels, sim, tau, nu, p, Q=Q, sv=sv)
     new = State(A=A, tau=tau, nu=nu, labels=labels, similarity_labels=sim,
                 objective_history=state.objective_history + [obj], n_iter=state.n_iter + 1,
                 reseeded=state.reseeded + [(state.n_iter + 1, c) for c in info["reseeded"]],
                 graph=det.get("graph"))
     info["Q_next"] = Q
+    info["workspace_next"] = ws
     return new, obj, info
 
 
@@ -233,12 +261,14 @@ def run(X, state, p, rng, *, verbose=0, callback=None, stream=None):
     stream = sys.stderr if stream is None else stream
     t0 = time.perf_counter()
     start_iter = state.n_iter
-    Q = None  # X A^T of the current state, handed from one iteration to the next
+    Q = []  # X A^T of the current state, handed from one iteration to the next (see iterate)
+    ws = {}  # the Stage-3 workspace, likewise
     try:
         while state.n_iter < p.max_iter:
             prev = state.objective_history[-1] if state.objective_history else None
-            new, obj, info = iterate(X, state, p, rng, Q=Q)
-            Q = info.pop("Q_next")
+            new, obj, info = iterate(X, state, p, rng, Q=Q, workspace=ws)
+            Q = [info.pop("Q_next")]
+            info.pop("workspace_next")
             state = new
             if verbose:
                 done = state.n_iter - start_iter

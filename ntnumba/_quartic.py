@@ -5,13 +5,89 @@ the thresholding is a root of a quartic without a quadratic term) and of the tau
 Everything here is ``@njit`` and allocation-free except :func:`solve_quartic`, the Python entry
 point used by tests and by callers who want the roots themselves.
 """
+import hashlib
+import os
+
 import numpy as np
 from numba import njit
 
 _NEWTON_STEPS = 3
 
+# ---------------------------------------------------------------------------------------------
+# On-disk cache of the compiled kernels (numba ``cache=True``)
+# ---------------------------------------------------------------------------------------------
+# Compiling every kernel takes ~30-40 s on the reference machine (docs/performance.md); with the
+# cache, a process after the first loads them in ~1-2 s. Numba invalidates a cache entry when
+# the function's *own* source file changes, not when a kernel it calls from another module
+# does (here: _theta -> _stage1 -> _quartic). _purge_stale_cache therefore stamps the cache
+# directory with a hash of the three kernel modules (and the numba version) and deletes their
+# cache files when the stamp differs. NTNUMBA_CACHE=0 disables the cache; so does a machine
+# where numba finds no writable cache location.
+_KERNEL_MODULES = ("_quartic", "_stage1", "_theta")
 
-@njit(cache=False, error_model="numpy")
+
+def _cache_probe():  # pragma: no cover - never called, only decorated
+    return 0
+
+
+def _cache_dir():
+    """The directory numba caches this package's kernels in, or None (no cache possible)."""
+    if os.environ.get("NTNUMBA_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    try:
+        return njit(cache=True)(_cache_probe)._cache._cache_path
+    except Exception:  # no writable cache location (RuntimeError), or numba internals moved
+        return None
+
+
+def _purge_stale_cache(cache_dir):
+    """Delete the cached kernels of _KERNEL_MODULES unless the stamp matches their sources."""
+    import numba
+    here = os.path.dirname(os.path.abspath(__file__))
+    h = hashlib.sha256(numba.__version__.encode())
+    for name in _KERNEL_MODULES:
+        with open(os.path.join(here, name + ".py"), "rb") as f:
+            h.update(f.read())
+    digest = h.hexdigest()
+    stamp = os.path.join(cache_dir, "ntnumba_kernels.stamp")
+    try:
+        with open(stamp) as f:
+            if f.read().strip() == digest:
+                return True
+    except OSError:
+        pass
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        for fname in os.listdir(cache_dir):
+            if fname.split(".", 1)[0] in _KERNEL_MODULES and fname.endswith((".nbi", ".nbc")):
+                try:
+                    os.remove(os.path.join(cache_dir, fname))
+                except OSError:
+                    pass
+        tmp = f"{stamp}.{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(digest)
+        os.replace(tmp, stamp)
+    except OSError:
+        return False  # cannot keep the cache consistent: do not use it
+    return True
+
+
+def _init_cache():
+    d = _cache_dir()
+    if d is None:
+        return False
+    try:
+        return _purge_stale_cache(d)
+    except OSError:
+        return False
+
+
+#: ``cache=`` of every kernel decorator in _quartic, _stage1 and _theta
+CACHE = _init_cache()
+
+
+@njit(cache=CACHE, error_model="numpy")
 def _cubic_largest_real_root(a2, a1, a0):
     """Largest real root of ``m^3 + a2 m^2 + a1 m + a0`` (Cardano / trigonometric form).
 
@@ -57,7 +133,7 @@ def _cubic_largest_real_root(a2, a1, a0):
     return m
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _quad_roots(bq, cq, out, n):
     """Real roots of ``t^2 + bq t + cq``, appended to ``out[n:]``; returns the new count.
 
@@ -86,18 +162,18 @@ def _quad_roots(bq, cq, out, n):
     return n
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _poly4(x, a, b, c, d):
     return (((x + a) * x + b) * x + c) * x + d
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _poly4_abs(x, a, b, c, d):
     ax = abs(x)
     return (((ax + abs(a)) * ax + abs(b)) * ax + abs(c)) * ax + abs(d)
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _polish4(x, a, b, c, d):
     fx = _poly4(x, a, b, c, d)
     for _ in range(_NEWTON_STEPS):
@@ -114,7 +190,7 @@ def _polish4(x, a, b, c, d):
     return x
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _quartic_real_roots(a, b, c, d, out):
     """Real roots of the monic quartic ``x^4 + a x^3 + b x^2 + c x + d`` (Ferrari).
 
@@ -195,7 +271,7 @@ def _quartic_real_roots(a, b, c, d, out):
     return cnt
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _largest_positive_root(c3, c1, c0, buf):
     """Largest positive root of ``h^4 + c3 h^3 + c1 h + c0`` or -1.0 if there is none.
 

@@ -14,11 +14,48 @@ is the tau prior of Stage 2, so :func:`_solve_ratio` is written for generic inpu
 Precision: arrays are read in their own dtype (float32 or float64); every sum, the quartic and
 the returned scores are float64.
 """
-import numpy as np
-from numba import njit, prange, get_num_threads
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
-from ._quartic import _largest_positive_root
+import numpy as np
+from numba import get_num_threads, njit
+
+from ._quartic import CACHE, _largest_positive_root
 from ._validation import as_float_array, check_choice, check_scalar
+
+# Inside an iteration of the driver, Q and Y are the kernels' own outputs (from an X validated
+# by the estimator): the scan for non-finite values of every n x M input of every stage
+# (~6 full passes per iteration, ~15 ms at COIL size) is skipped there (trusted_inputs).
+_LOCAL = threading.local()
+
+
+@contextmanager
+def trusted_inputs():
+    """Context (this thread): the n x M array inputs of the stage entry points are trusted.
+
+    Conversions (dtype, C order) still happen; the scan for NaN/inf is skipped. Used by
+    :func:`ntnumba._driver.iterate` only.
+    """
+    old = getattr(_LOCAL, "trusted", False)
+    _LOCAL.trusted = True
+    try:
+        yield
+    finally:
+        _LOCAL.trusted = old
+
+
+def _as_float_2d(a, name, dtype=None):
+    """:func:`as_float_array` (2-D); inside :func:`trusted_inputs` without the finite scan."""
+    if getattr(_LOCAL, "trusted", False):
+        arr = np.asarray(a)
+        if arr.ndim == 2 and arr.size and arr.dtype.kind == "f":
+            if dtype is None:
+                dtype = arr.dtype if arr.dtype in (np.float32, np.float64) else np.float64
+            return np.ascontiguousarray(arr, dtype=dtype)
+    return as_float_array(a, name, ndim=2, dtype=dtype)
+
 
 # status codes of _solve_ratio
 OK = 0              # support iteration converged from the plain soft-threshold support
@@ -26,12 +63,14 @@ OK_SAFEGUARD = 1    # the safeguard (grid over h) found the returned point
 INVALID = -1        # rho(y, nu) = 0 or the infimum is only approached as y -> 0
 
 _MAX_SI = 50         # support-iteration passes before falling back to the safeguard
-_GRID = 48           # h grid of the safeguard
+_GRID = 48           # h grid of the safeguard: points over its 9 decades below href
+_GRID_MAX = 1024     # the grid is extended (same density) below coordinates of tiny v
 _BISECT = 80         # bisection steps of the safeguard's inner problem
 _GOLDEN = 40         # golden-section steps refining the best grid point
+_REFINE = 3          # local minima of the safeguard's grid that are refined
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _support_sums(b, g, v, k, mask):
     Vq = 0.0
     Vg = 0.0
@@ -51,7 +90,7 @@ def _support_sums(b, g, v, k, mask):
     return Vq, Vg, Vv, Gq, Gg
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _eval_reduced(b, g, v, k, lam, a):
     """R(a) for a given a >= 0, and (g.a, v.a); +inf when v.a == 0."""
     quad = 0.0
@@ -68,7 +107,7 @@ def _eval_reduced(b, g, v, k, lam, a):
     return quad + lam * ga / va, ga, va
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _support_iteration(b, g, v, k, lam, a, mask, from_mask, qbuf):
     """SI+ of algorithm.md. Returns (status, R) and leaves the minimiser in ``a``.
 
@@ -114,7 +153,7 @@ def _support_iteration(b, g, v, k, lam, a, mask, from_mask, qbuf):
     return INVALID, np.inf
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _va_of(b, g, v, k, lh, mu):
     s = 0.0
     for j in range(b.shape[0]):
@@ -125,7 +164,7 @@ def _va_of(b, g, v, k, lh, mu):
     return s
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _inner_fixed_h(b, g, v, k, lam, h, a):
     """Exact minimiser of R over {a >= 0, v.a = h} (a convex problem); returns R there.
 
@@ -158,16 +197,19 @@ def _inner_fixed_h(b, g, v, k, lam, h, a):
     return R
 
 
-@njit(cache=False, error_model="numpy")
-def _grid_h(href, m):
-    return href * 10.0 ** (-9.0 + 9.0 * m / (_GRID - 1))
+@njit(cache=CACHE, error_model="numpy")
+def _grid_h(lhlo, m):
+    """Grid point m of the safeguard: log h = lhlo + m * (9 ln 10 / (_GRID - 1))."""
+    return np.exp(lhlo + m * (9.0 * np.log(10.0) / (_GRID - 1)))
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
-    """Coarse grid over h = v.a with the exact inner problem, then SI+ from the best support.
+    """Coarse grid over h = v.a with the exact inner problem, then, for each of the
+    ``_REFINE`` lowest local minima of the grid: golden-section refinement of h, and SI+ from
+    the support found there.
 
-    Returns (status, R) with the better of the grid point and the SI+ result in ``a``.
+    Returns (status, R) with the best point found in ``a`` (``abest`` is scratch).
     """
     M = b.shape[0]
     # Upper bound of h = v.a over {R(a) <= R0}, R0 the limit at zero: the ratio term is >= 0
@@ -186,18 +228,68 @@ def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
             href += v[j] * (abs(b[j]) + np.sqrt(b[j] * b[j] + 2.0 * k[j] * D)) / k[j]
     if not (href > 0.0 and np.isfinite(href)):
         return INVALID, np.inf
+    # the grid spans 9 decades below href and 9 below the smallest single-coordinate bound
+    # v_j amax_j: with v of very different magnitudes the optimum can sit at a tiny h
+    hmin = href
+    for j in range(M):
+        if v[j] > 0.0:
+            hj = v[j] * (abs(b[j]) + np.sqrt(b[j] * b[j] + 2.0 * k[j] * D)) / k[j]
+            if hj > 0.0 and hj < hmin:
+                hmin = hj
+    step = 9.0 * np.log(10.0) / (_GRID - 1)
+    lhlo = np.log(hmin) - 9.0 * np.log(10.0)
+    ngrid = min(int(np.ceil((np.log(href) - lhlo) / step)) + 1, _GRID_MAX)
+    ngrid = max(ngrid, _GRID)
+    lhlo = np.log(href) - (ngrid - 1) * step
+    Rg = np.empty(ngrid)
+    for m in range(ngrid):
+        Rg[m] = _inner_fixed_h(b, g, v, k, lam, _grid_h(lhlo, m), a)
+    # R(h) can have several basins (one near h -> 0 and a narrow one between two grid points):
+    # refine each local minimum of the grid, the _REFINE lowest ones, and keep the best
     bestR = np.inf
-    mbest = -1
-    for m in range(_GRID):
-        R = _inner_fixed_h(b, g, v, k, lam, _grid_h(href, m), a)
-        if R < bestR:
-            bestR = R
-            mbest = m
-    if mbest < 0:
+    for _ in range(_REFINE):
+        mbest = -1
+        for m in range(ngrid):
+            if not np.isfinite(Rg[m]):
+                continue
+            if m > 0 and not (Rg[m] < Rg[m - 1]):
+                continue
+            if m < ngrid - 1 and Rg[m] > Rg[m + 1]:
+                continue
+            if mbest < 0 or Rg[m] < Rg[mbest]:
+                mbest = m
+        if mbest < 0:
+            break
+        hloc, Rloc = _golden_h(b, g, v, k, lam, lhlo, mbest, Rg[mbest], a)
+        Rg[mbest] = np.nan  # done: not a candidate again
+        Rloc = _inner_fixed_h(b, g, v, k, lam, hloc, a)
+        if not np.isfinite(Rloc):
+            continue
+        for j in range(M):
+            mask[j] = a[j] > 0.0
+        # SI+ from the support of the refined point, into abest's slot only if it is better
+        Rh = Rloc
+        st, R = _support_iteration(b, g, v, k, lam, a, mask, True, qbuf)
+        if st == OK and R <= Rh:
+            Rh = R
+        else:
+            Rh = _inner_fixed_h(b, g, v, k, lam, hloc, a)
+        if Rh < bestR:
+            bestR = Rh
+            for j in range(M):
+                abest[j] = a[j]
+    if not np.isfinite(bestR):
         return INVALID, np.inf
-    # golden-section refinement of h between the neighbours of the best grid point
-    lo = np.log(_grid_h(href, mbest - 1))
-    hi = np.log(_grid_h(href, mbest + 1))
+    for j in range(M):
+        a[j] = abest[j]
+    return OK_SAFEGUARD, bestR
+
+
+@njit(cache=CACHE, error_model="numpy")
+def _golden_h(b, g, v, k, lam, lhlo, mbest, Rbest, a):
+    """Golden-section refinement of log h between the neighbours of grid point ``mbest``."""
+    lo = np.log(_grid_h(lhlo, mbest - 1))
+    hi = np.log(_grid_h(lhlo, mbest + 1))
     gr = 0.5 * (np.sqrt(5.0) - 1.0)
     x1 = hi - gr * (hi - lo)
     x2 = lo + gr * (hi - lo)
@@ -212,25 +304,16 @@ def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
             lo, x1, f1 = x1, x2, f2
             x2 = lo + gr * (hi - lo)
             f2 = _inner_fixed_h(b, g, v, k, lam, np.exp(x2), a)
-    hbest = _grid_h(href, mbest)
-    for x, f in ((x1, f1), (x2, f2)):
-        if f < bestR:
-            bestR = f
-            hbest = np.exp(x)
-    bestR = _inner_fixed_h(b, g, v, k, lam, hbest, abest)
-    if not np.isfinite(bestR):
-        return INVALID, np.inf
-    for j in range(M):
-        mask[j] = abest[j] > 0.0
-    st, R = _support_iteration(b, g, v, k, lam, a, mask, True, qbuf)
-    if st == OK and R <= bestR:
-        return OK_SAFEGUARD, R
-    for j in range(M):
-        a[j] = abest[j]
-    return OK_SAFEGUARD, bestR
+    hbest = _grid_h(lhlo, mbest)
+    fbest = Rbest
+    if f1 < fbest:
+        hbest, fbest = np.exp(x1), f1
+    if f2 < fbest:
+        hbest, fbest = np.exp(x2), f2
+    return hbest, fbest
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _limit_at_zero(b, g, v, k, lam):
     """Infimum of R approached as v.a -> 0 (algorithm.md: 'the infimum only reached as y -> 0').
 
@@ -249,7 +332,7 @@ def _limit_at_zero(b, g, v, k, lam):
     return dec + lam * rmin
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
     """Minimise R(a) = sum(k a^2/2 - b a) + lam g.a/v.a over a >= 0 (k > 0, g, v >= 0).
 
@@ -286,7 +369,7 @@ def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
     return st, R
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _fill_candidate_inputs(q, tpos, tneg, tsq, npos, nneg, lam0, lam1, b, g, v, k):
     for j in range(q.shape[0]):
         qj = q[j]
@@ -303,7 +386,7 @@ def _fill_candidate_inputs(q, tpos, tneg, tsq, npos, nneg, lam0, lam1, b, g, v, 
         k[j] = 1.0 + 2.0 * lam0 * tsq[j]
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _candidate_scalar(q, tau, nu, lam0, lam1, safeguard):
     M = q.shape[0]
     b = np.empty(M)
@@ -336,7 +419,7 @@ def _candidate_scalar(q, tau, nu, lam0, lam1, safeguard):
 _FM = {"reassoc", "contract", "nsz", "arcp"}
 
 
-@njit(fastmath=_FM, cache=False, error_model="numpy")
+@njit(fastmath=_FM, cache=CACHE, error_model="numpy")
 def _fused_pass(b, g, v, ki, t2, cst, mask):
     """One pass of SI+ with everything the next step needs, branch-free.
 
@@ -397,7 +480,7 @@ def _fused_pass(b, g, v, ki, t2, cst, mask):
 # arithmetic, 8 or 16 lanes per vector); ``zero``/``cst`` carry typed constants so that no
 # float64 literal promotes the loop. Sums are returned in that dtype and widened by the caller.
 
-@njit(fastmath=_FM, cache=False, error_model="numpy")
+@njit(fastmath=_FM, cache=CACHE, error_model="numpy")
 def _first_sums2(w, m, sg, tp, tn, g, ki, v0, v1, zero):
     """Support sums of the first SI+ pass for the two candidates ``(c1, c2)``, ``(c1, c2 + 1)``.
 
@@ -435,7 +518,7 @@ def _first_sums2(w, m, sg, tp, tn, g, ki, v0, v1, zero):
     return Gq, Gg, Vq0, Vg0, Vv0, Vq1, Vg1, Vv1
 
 
-@njit(fastmath=_FM, cache=False, error_model="numpy")
+@njit(fastmath=_FM, cache=CACHE, error_model="numpy")
 def _first_sums1(w, m, sg, tp, tn, g, ki, v0, zero):
     """:func:`_first_sums2` for one candidate: (Gq, Gg, Vq, Vg, Vv)."""
     Gq = zero
@@ -460,7 +543,7 @@ def _first_sums1(w, m, sg, tp, tn, g, ki, v0, zero):
     return Gq, Gg, Vq0, Vg0, Vv0
 
 
-@njit(fastmath=_FM, cache=False, error_model="numpy")
+@njit(fastmath=_FM, cache=CACHE, error_model="numpy")
 def _check_pass2(b, m, g, ki, t2, v0, v1, cst):
     """Second SI+ pass of two candidates from the first support S0 = {b > 0} (``m = [b > 0]``).
 
@@ -523,7 +606,7 @@ def _check_pass2(b, m, g, ki, t2, v0, v1, cst):
     return ch0, q0, ga0, va0, s0, d0, ch1, q1, ga1, va1, s1, d1
 
 
-@njit(fastmath=_FM, cache=False, error_model="numpy")
+@njit(fastmath=_FM, cache=CACHE, error_model="numpy")
 def _check_pass1(b, m, g, ki, t2, v0, cst):
     """:func:`_check_pass2` for one candidate: (ch, quad, ga, va, sig, free)."""
     lh0 = cst[0]
@@ -557,7 +640,7 @@ def _check_pass1(b, m, g, ki, t2, v0, cst):
     return ch0, q0, ga0, va0, s0, d0
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _level(Vq, Vg, Vv, Gq, Gg, lam, qbuf):
     """(ok, h, r) of the quartic on one support's sums; ok False when SI+ cannot continue."""
     if Vv <= 0.0:
@@ -577,7 +660,7 @@ def _level(Vq, Vg, Vv, Gq, Gg, lam, qbuf):
     return True, h, r
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _si_from(b, g, v, ki, t2, lam, mask, cst, qbuf, h, r):
     """SI+ continued by fused passes from the level (h, r) with the support in ``mask``.
 
@@ -609,7 +692,7 @@ def _si_from(b, g, v, ki, t2, lam, mask, cst, qbuf, h, r):
     return INVALID, np.inf, np.inf, 0.0, 0.0
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _fast_candidate(b, g, v, ki, t2, lam, mask, cst, qbuf):
     """SI+ by fused passes (one pass per support iteration) for a single candidate.
 
@@ -631,7 +714,7 @@ def _fast_candidate(b, g, v, ki, t2, lam, mask, cst, qbuf):
     return _si_from(b, g, v, ki, t2, lam, mask, cst, qbuf, h, r)
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _settle(ok, h, r, ch, quad, ga, va, sig, free, lam, b, g, v, ki, t2, m, fmask, fcst,
             qbuf):
     """Status of a candidate after its batched passes: (status, R, sP, h, r).
@@ -655,14 +738,14 @@ def _settle(ok, h, r, ch, quad, ga, va, sig, free, lam, b, g, v, ki, t2, m, fmas
     return _si_from(b, g, v, ki, t2, lam, fmask, fcst, qbuf, h, r)
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _write_a(b, g, v, ki, lh, r, a):
     for j in range(b.shape[0]):
         t = (b[j] - lh * (g[j] - r * v[j])) * ki[j]
         a[j] = t if t > 0.0 else 0.0
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _gather(q, P, N, out):
     """out_j = P_j where q_j > 0, N_j where q_j < 0, 0 where q_j = 0 (the sign part of q)."""
     for j in range(q.shape[0]):
@@ -670,15 +753,200 @@ def _gather(q, P, N, out):
         out[j] = P[j] if qj > 0.0 else (N[j] if qj < 0.0 else 0.0)
 
 
-@njit(parallel=True, cache=False, error_model="numpy")
+@njit(nogil=True, cache=CACHE, error_model="numpy")
+def _assign_rows(start, stop, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj,
+                 rule, safeguard, labels, slabels, Y, F, SP, status):
+    """Samples ``start:stop`` of :func:`_assign_kernel`, with their own scratch (serial,
+    without the GIL: the blocks run on Python threads, see :func:`_assign_kernel`)."""
+    M = Q.shape[1]
+    Cd = tpos.shape[0]
+    Cs = npos.shape[0]
+    dt = Q.dtype
+    b = np.empty(M, dtype=dt)
+    w = np.empty(M, dtype=dt)
+    m = np.empty(M, dtype=dt)
+    sg = np.empty(M, dtype=dt)
+    g = np.empty(M, dtype=dt)
+    V = np.empty((Cs, M), dtype=dt)
+    cst = np.zeros(7, dtype=dt)
+    fcst = np.zeros(5, dtype=dt)
+    fmask = np.empty(M, dtype=dt)
+    a = np.empty(M)
+    work = np.empty((2, M))
+    ywin = np.empty(M)
+    mask = np.empty(M, dtype=np.bool_)
+    qbuf = np.empty(8)
+    pst = np.empty(2, dtype=np.int64)
+    pR = np.empty(2)
+    psp = np.empty(2)
+    ph = np.empty(2)
+    pr = np.empty(2)
+    cst[5] = 0.5
+    cst[6] = 1.0
+    fcst[3] = 0.5
+    fcst[4] = 1.0
+    zero = cst[4]
+    for i in range(start, stop):
+        q = Q[i]
+        best = np.inf
+        bc1 = -1
+        bc2 = -1
+        bfast = False
+        blh = 0.0
+        br = 0.0
+        qq = 0.0
+        for j in range(M):
+            qj = q[j]
+            qq += qj * qj
+            bj = abs(qj) - lam1
+            b[j] = bj
+            inside = bj > 0.0
+            w[j] = bj if inside else 0.0
+            m[j] = 1.0 if inside else 0.0
+            sg[j] = 1.0 if qj > 0.0 else (-1.0 if qj < 0.0 else 0.0)
+        for c2 in range(Cs):
+            _gather(q, npos[c2], nneg[c2], V[c2])
+        for c1 in range(Cd):
+            k = kmat[c1]
+            ki = kimat[c1]
+            t2 = tsq[c1]
+            if safeguard:
+                _gather(q, tpos[c1], tneg[c1], g)
+            c2 = 0
+            while c2 < Cs:
+                npair = 1 if (safeguard or c2 + 1 == Cs) else 2
+                if safeguard:
+                    pst[0] = INVALID
+                elif npair == 2:
+                    v0 = V[c2]
+                    v1 = V[c2 + 1]
+                    Gq, Gg, Vq0, Vg0, Vv0, Vq1, Vg1, Vv1 = _first_sums2(
+                        w, m, sg, tpos[c1], tneg[c1], g, ki, v0, v1, zero)
+                    ok0, h0, r0 = _level(np.float64(Vq0), np.float64(Vg0),
+                                         np.float64(Vv0), np.float64(Gq), np.float64(Gg),
+                                         lam0, qbuf)
+                    ok1, h1, r1 = _level(np.float64(Vq1), np.float64(Vg1),
+                                         np.float64(Vv1), np.float64(Gq), np.float64(Gg),
+                                         lam0, qbuf)
+                    lh = lam0 / h0 if ok0 else 0.0
+                    cst[0] = lh
+                    cst[1] = lh * r0
+                    lh = lam0 / h1 if ok1 else 0.0
+                    cst[2] = lh
+                    cst[3] = lh * r1
+                    (ch0, qd0, ga0, va0, sg0, fr0, ch1, qd1, ga1, va1, sg1,
+                     fr1) = _check_pass2(b, m, g, ki, t2, v0, v1, cst)
+                    pst[0], pR[0], psp[0], ph[0], pr[0] = _settle(
+                        ok0, h0, r0, ch0, qd0, ga0, va0, sg0, fr0, lam0, b, g, v0, ki, t2,
+                        m, fmask, fcst, qbuf)
+                    pst[1], pR[1], psp[1], ph[1], pr[1] = _settle(
+                        ok1, h1, r1, ch1, qd1, ga1, va1, sg1, fr1, lam0, b, g, v1, ki, t2,
+                        m, fmask, fcst, qbuf)
+                else:
+                    v0 = V[c2]
+                    Gq, Gg, Vq0, Vg0, Vv0 = _first_sums1(w, m, sg, tpos[c1], tneg[c1], g, ki, v0,
+                                                         zero)
+                    ok0, h0, r0 = _level(np.float64(Vq0), np.float64(Vg0),
+                                         np.float64(Vv0), np.float64(Gq), np.float64(Gg),
+                                         lam0, qbuf)
+                    lh = lam0 / h0 if ok0 else 0.0
+                    cst[0] = lh
+                    cst[1] = lh * r0
+                    ch0, qd0, ga0, va0, sg0, fr0 = _check_pass1(b, m, g, ki, t2, v0, cst)
+                    pst[0], pR[0], psp[0], ph[0], pr[0] = _settle(
+                        ok0, h0, r0, ch0, qd0, ga0, va0, sg0, fr0, lam0, b, g, v0, ki, t2,
+                        m, fmask, fcst, qbuf)
+                for t in range(npair):
+                    cc = c2 + t
+                    v = V[cc]
+                    st = pst[t]
+                    R = pR[t]
+                    sp = psp[t]
+                    fast = st == OK
+                    if not fast:
+                        st, R = _solve_ratio(b, g, v, k, lam0, a, mask, work, qbuf,
+                                             safeguard)
+                        if st != INVALID:
+                            ga = 0.0
+                            va = 0.0
+                            sig = 0.0
+                            for j in range(M):
+                                aj = a[j]
+                                if aj != 0.0:
+                                    ga += g[j] * aj
+                                    va += v[j] * aj
+                                    sig += t2[j] * aj * aj
+                            sp = ga / va + sig
+                    status[i, c1, cc] = st
+                    if st == INVALID:
+                        F[i, c1, cc] = np.inf
+                        SP[i, c1, cc] = np.inf
+                        continue
+                    SP[i, c1, cc] = sp
+                    Fv = 0.5 * qq + R
+                    F[i, c1, cc] = Fv
+                    score = sp if rule == 0 else Fv + adj[i, c1, cc]
+                    if score < best:
+                        best = score
+                        bc1 = c1
+                        bc2 = cc
+                        bfast = fast
+                        if fast:
+                            blh = lam0 / ph[t]
+                            br = pr[t]
+                        else:
+                            for j in range(M):
+                                ywin[j] = a[j]
+                c2 += npair
+        if bc1 < 0:
+            # every candidate invalid (e.g. |q| <= lambda1 everywhere): y = 0 and the pair
+            # nearest in the adjustment term; never a winner with score 0
+            bestadj = np.inf
+            for c1 in range(Cd):
+                for c2 in range(Cs):
+                    if adj[i, c1, c2] < bestadj:
+                        bestadj = adj[i, c1, c2]
+                        bc1 = c1
+                        bc2 = c2
+            for j in range(M):
+                Y[i, j] = 0.0
+        else:
+            if bfast:
+                _gather(q, tpos[bc1], tneg[bc1], g)
+                _write_a(b, g, V[bc2], kimat[bc1], blh, br, ywin)
+            for j in range(M):
+                Y[i, j] = ywin[j] if q[j] > 0.0 else -ywin[j]
+        labels[i] = bc1
+        slabels[i] = bc2
+
+
+_POOL = {}  # (pid, worker count) -> ThreadPoolExecutor of _assign_kernel
+_POOL_LOCK = threading.Lock()
+
+
+def _pool(nthreads):
+    """The executor with ``nthreads`` workers of this process (a forked child, whose copy of the
+    parent's executor has no threads, gets its own)."""
+    key = (os.getpid(), nthreads)
+    with _POOL_LOCK:
+        ex = _POOL.get(key)
+        if ex is None:
+            ex = _POOL[key] = ThreadPoolExecutor(max_workers=nthreads,
+                                                 thread_name_prefix="ntnumba-stage1")
+        return ex
+
+
 def _assign_kernel(Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj, rule,
-                   safeguard, labels, slabels, Y, F, SP, status):
+                   safeguard, labels, slabels, Y, F, SP, status, nthreads):
     """All n x Cd x Cs candidates and the argmin assignment.
 
-    prange over blocks of samples; each block owns its scratch and writes only its rows of
+    Blocks of samples (``8 nthreads`` of them), taken by ``nthreads`` Python threads from a
+    queue (dynamic scheduling: a thread that loses its core takes fewer blocks) and run by
+    the GIL-free :func:`_assign_rows`; each block owns its scratch and writes only its rows of
     ``labels, slabels, Y, F, SP, status``. ``adj[i, c1, c2]`` is the adjustment term
     lambda_a/2 ||q_i - tau_c1 - nu_c2||^2 (used by rule 1, "objective"); rule 0 is "paper".
     ``kmat = 1 + 2 lambda0 tau^2`` and ``kimat = 1 / kmat`` are per-cluster constants.
+    ``nthreads``: numba's thread count (the samples are cut into ``8 nthreads`` blocks).
 
     Per sample the first SI+ support S0 = {|q| > lambda1} is the same for every candidate, so
     the first pass is only the support sums (:func:`_first_sums2`); the second pass
@@ -688,170 +956,35 @@ def _assign_kernel(Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj,
     cannot settle (and all, with ``safeguard``) go through the generic :func:`_solve_ratio`.
     The batched passes compute in the dtype of ``Q``; the quartic and the scores in float64.
     """
-    n, M = Q.shape
-    Cd = tpos.shape[0]
-    Cs = npos.shape[0]
-    nblocks = min(n, 8 * get_num_threads())
-    dt = Q.dtype
-    for blk in prange(nblocks):
-        start = (blk * n) // nblocks
-        stop = ((blk + 1) * n) // nblocks
-        b = np.empty(M, dtype=dt)
-        w = np.empty(M, dtype=dt)
-        m = np.empty(M, dtype=dt)
-        sg = np.empty(M, dtype=dt)
-        g = np.empty(M, dtype=dt)
-        V = np.empty((Cs, M), dtype=dt)
-        cst = np.zeros(7, dtype=dt)
-        fcst = np.zeros(5, dtype=dt)
-        fmask = np.empty(M, dtype=dt)
-        a = np.empty(M)
-        work = np.empty((2, M))
-        ywin = np.empty(M)
-        mask = np.empty(M, dtype=np.bool_)
-        qbuf = np.empty(8)
-        pst = np.empty(2, dtype=np.int64)
-        pR = np.empty(2)
-        psp = np.empty(2)
-        ph = np.empty(2)
-        pr = np.empty(2)
-        cst[5] = 0.5
-        cst[6] = 1.0
-        fcst[3] = 0.5
-        fcst[4] = 1.0
-        zero = cst[4]
-        for i in range(start, stop):
-            q = Q[i]
-            best = np.inf
-            bc1 = -1
-            bc2 = -1
-            bfast = False
-            blh = 0.0
-            br = 0.0
-            qq = 0.0
-            for j in range(M):
-                qj = q[j]
-                qq += qj * qj
-                bj = abs(qj) - lam1
-                b[j] = bj
-                inside = bj > 0.0
-                w[j] = bj if inside else 0.0
-                m[j] = 1.0 if inside else 0.0
-                sg[j] = 1.0 if qj > 0.0 else (-1.0 if qj < 0.0 else 0.0)
-            for c2 in range(Cs):
-                _gather(q, npos[c2], nneg[c2], V[c2])
-            for c1 in range(Cd):
-                k = kmat[c1]
-                ki = kimat[c1]
-                t2 = tsq[c1]
-                if safeguard:
-                    _gather(q, tpos[c1], tneg[c1], g)
-                c2 = 0
-                while c2 < Cs:
-                    npair = 1 if (safeguard or c2 + 1 == Cs) else 2
-                    if safeguard:
-                        pst[0] = INVALID
-                    elif npair == 2:
-                        v0 = V[c2]
-                        v1 = V[c2 + 1]
-                        Gq, Gg, Vq0, Vg0, Vv0, Vq1, Vg1, Vv1 = _first_sums2(
-                            w, m, sg, tpos[c1], tneg[c1], g, ki, v0, v1, zero)
-                        ok0, h0, r0 = _level(np.float64(Vq0), np.float64(Vg0),
-                                             np.float64(Vv0), np.float64(Gq), np.float64(Gg),
-                                             lam0, qbuf)
-                        ok1, h1, r1 = _level(np.float64(Vq1), np.float64(Vg1),
-                                             np.float64(Vv1), np.float64(Gq), np.float64(Gg),
-                                             lam0, qbuf)
-                        lh = lam0 / h0 if ok0 else 0.0
-                        cst[0] = lh
-                        cst[1] = lh * r0
-                        lh = lam0 / h1 if ok1 else 0.0
-                        cst[2] = lh
-                        cst[3] = lh * r1
-                        (ch0, qd0, ga0, va0, sg0, fr0, ch1, qd1, ga1, va1, sg1,
-                         fr1) = _check_pass2(b, m, g, ki, t2, v0, v1, cst)
-                        pst[0], pR[0], psp[0], ph[0], pr[0] = _settle(
-                            ok0, h0, r0, ch0, qd0, ga0, va0, sg0, fr0, lam0, b, g, v0, ki, t2,
-                            m, fmask, fcst, qbuf)
-                        pst[1], pR[1], psp[1], ph[1], pr[1] = _settle(
-                            ok1, h1, r1, ch1, qd1, ga1, va1, sg1, fr1, lam0, b, g, v1, ki, t2,
-                            m, fmask, fcst, qbuf)
-                    else:
-                        v0 = V[c2]
-                        Gq, Gg, Vq0, Vg0, Vv0 = _first_sums1(w, m, sg, tpos[c1], tneg[c1], g, ki, v0,
-                                                             zero)
-                        ok0, h0, r0 = _level(np.float64(Vq0), np.float64(Vg0),
-                                             np.float64(Vv0), np.float64(Gq), np.float64(Gg),
-                                             lam0, qbuf)
-                        lh = lam0 / h0 if ok0 else 0.0
-                        cst[0] = lh
-                        cst[1] = lh * r0
-                        ch0, qd0, ga0, va0, sg0, fr0 = _check_pass1(b, m, g, ki, t2, v0, cst)
-                        pst[0], pR[0], psp[0], ph[0], pr[0] = _settle(
-                            ok0, h0, r0, ch0, qd0, ga0, va0, sg0, fr0, lam0, b, g, v0, ki, t2,
-                            m, fmask, fcst, qbuf)
-                    for t in range(npair):
-                        cc = c2 + t
-                        v = V[cc]
-                        st = pst[t]
-                        R = pR[t]
-                        sp = psp[t]
-                        fast = st == OK
-                        if not fast:
-                            st, R = _solve_ratio(b, g, v, k, lam0, a, mask, work, qbuf,
-                                                 safeguard)
-                            if st != INVALID:
-                                ga = 0.0
-                                va = 0.0
-                                sig = 0.0
-                                for j in range(M):
-                                    aj = a[j]
-                                    if aj != 0.0:
-                                        ga += g[j] * aj
-                                        va += v[j] * aj
-                                        sig += t2[j] * aj * aj
-                                sp = ga / va + sig
-                        status[i, c1, cc] = st
-                        if st == INVALID:
-                            F[i, c1, cc] = np.inf
-                            SP[i, c1, cc] = np.inf
-                            continue
-                        SP[i, c1, cc] = sp
-                        Fv = 0.5 * qq + R
-                        F[i, c1, cc] = Fv
-                        score = sp if rule == 0 else Fv + adj[i, c1, cc]
-                        if score < best:
-                            best = score
-                            bc1 = c1
-                            bc2 = cc
-                            bfast = fast
-                            if fast:
-                                blh = lam0 / ph[t]
-                                br = pr[t]
-                            else:
-                                for j in range(M):
-                                    ywin[j] = a[j]
-                    c2 += npair
-            if bc1 < 0:
-                # every candidate invalid (e.g. |q| <= lambda1 everywhere): y = 0 and the pair
-                # nearest in the adjustment term; never a winner with score 0
-                bestadj = np.inf
-                for c1 in range(Cd):
-                    for c2 in range(Cs):
-                        if adj[i, c1, c2] < bestadj:
-                            bestadj = adj[i, c1, c2]
-                            bc1 = c1
-                            bc2 = c2
-                for j in range(M):
-                    Y[i, j] = 0.0
-            else:
-                if bfast:
-                    _gather(q, tpos[bc1], tneg[bc1], g)
-                    _write_a(b, g, V[bc2], kimat[bc1], blh, br, ywin)
-                for j in range(M):
-                    Y[i, j] = ywin[j] if q[j] > 0.0 else -ywin[j]
-            labels[i] = bc1
-            slabels[i] = bc2
+    # Python threads instead of a numba prange: the parallel (parfor) build of this kernel
+    # cost ~5 s of compilation per dtype on top of the serial body (docs/performance.md)
+    n = Q.shape[0]
+    nthreads = max(int(nthreads), 1)
+    args = (Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj, rule, safeguard,
+            labels, slabels, Y, F, SP, status)
+    nblocks = min(n, 8 * nthreads)
+    if nthreads == 1 or nblocks <= 1:
+        _assign_rows(0, n, *args)
+        return
+    bounds = [(blk * n) // nblocks for blk in range(nblocks + 1)]
+    queue = iter(range(nblocks))
+    lock = threading.Lock()
+
+    def worker():
+        while True:
+            with lock:
+                b = next(queue, None)
+            if b is None:
+                return
+            _assign_rows(bounds[b], bounds[b + 1], *args)
+
+    # nthreads - 1 pool threads and this thread take blocks until none is left
+    futures = [_pool(nthreads - 1).submit(worker) for _ in range(nthreads - 1)]
+    try:
+        worker()
+    finally:
+        for f in futures:
+            f.result()
 
 
 # --------------------------------------------------------------------------------------------
@@ -996,8 +1129,9 @@ def assign(Q, tau, nu, lambda0, lambda1, *, rule="objective", lambda_a=1.0, safe
 
     Notes
     -----
-    Samples are processed in parallel (numba ``prange`` over blocks of samples), each block with
-    its own scratch; results do not depend on the thread count. ``Q, tau, nu`` are read in the
+    Samples are processed in parallel (blocks of samples taken by numba's thread count of Python
+    threads, each running a compiled, GIL-free kernel with its own scratch); results do not
+    depend on the thread count. ``Q, tau, nu`` are read in the
     dtype of ``Q`` (float32 or float64; other input becomes float64); all sums, the quartic and
     the scores are computed in float64.
 
@@ -1013,7 +1147,7 @@ def assign(Q, tau, nu, lambda0, lambda1, *, rule="objective", lambda_a=1.0, safe
     >>> labels.tolist()
     [0, 1, 2, 0]
     """
-    Q = as_float_array(Q, "Q", ndim=2)
+    Q = _as_float_2d(Q, "Q")
     n, M = Q.shape
     dt = Q.dtype
     tau = as_float_array(tau, "tau", ndim=2, dtype=dt)
@@ -1039,7 +1173,8 @@ def assign(Q, tau, nu, lambda0, lambda1, *, rule="objective", lambda_a=1.0, safe
     tsq = tau * tau
     kmat = 1.0 + 2.0 * lambda0 * tsq
     _assign_kernel(Q, tpos, tneg, tsq, kmat, 1.0 / kmat, npos, nneg, lambda0, lambda1, adj,
-                   rule_id, bool(safeguard), labels, slabels, Y, F, SP, status)
+                   rule_id, bool(safeguard), labels, slabels, Y, F, SP, status,
+                   get_num_threads())
     scores = SP if rule_id == 0 else F + adj
     if not return_details:
         return labels, slabels, Y, scores

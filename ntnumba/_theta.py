@@ -55,7 +55,8 @@ objective value are float64; the returned tau and nu have the dtype of Q.
 import numpy as np
 from numba import njit, prange
 
-from ._stage1 import INVALID, _solve_ratio
+from ._quartic import CACHE
+from ._stage1 import INVALID, _as_float_2d, _solve_ratio
 from ._validation import as_float_array, check_scalar
 
 # Reassociation for the reductions over coordinates (vectorised sums); no 'nnan'/'ninf'.
@@ -78,7 +79,7 @@ TAU_NO_PRIOR = -4     # the minimiser of the data terms where the prior is absen
 # numba kernels
 # --------------------------------------------------------------------------------------------
 
-@njit(fastmath=_FMR, cache=False, error_model="numpy")
+@njit(fastmath=_FMR, cache=CACHE, error_model="numpy")
 def _rho_sigma(y, z):
     """(rho(y, z), sigma(y, z)) in float64."""
     r = 0.0
@@ -90,7 +91,7 @@ def _rho_sigma(y, z):
     return r, s
 
 
-@njit(fastmath=_FMR, cache=False, error_model="numpy")
+@njit(fastmath=_FMR, cache=CACHE, error_model="numpy")
 def _rho(y, z):
     r = 0.0
     for j in range(y.shape[0]):
@@ -98,7 +99,7 @@ def _rho(y, z):
     return r
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _prior_eval(y, tau, nu, skip_tau, skip_nu):
     """f_c(y, theta without (skip_tau, skip_nu)) and its active pair.
 
@@ -133,7 +134,7 @@ def _prior_eval(y, tau, nu, skip_tau, skip_nu):
     return best, c1b, c2b
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _prior_terms(tau, nu, out):
     """out[p] = f_c of parameter p: taus first (p < Cd), then nus.
 
@@ -149,7 +150,7 @@ def _prior_terms(tau, nu, out):
         out[p] = val
 
 
-@njit(parallel=True, fastmath=_FMR, cache=False, error_model="numpy")
+@njit(parallel=True, fastmath=_FMR, cache=CACHE, error_model="numpy")
 def _sample_terms(Q, Y, tau, nu, labels, slabels, out):
     """Per sample: ||q - tau_j1 - nu_j2||^2, rho(y, tau_j1), rho(y, nu_j2), sigma(y, tau_j1)."""
     n, M = Q.shape
@@ -179,7 +180,7 @@ def _sample_terms(Q, Y, tau, nu, labels, slabels, out):
         out[i, 3] = sg
 
 
-@njit(parallel=True, fastmath=_FMR, cache=False, error_model="numpy")
+@njit(parallel=True, fastmath=_FMR, cache=CACHE, error_model="numpy")
 def _group_sums(Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
     """Per group g (rows order[offsets[g]:offsets[g+1]]): sums of q, ||q||^2, w y+, w y-, y^2.
 
@@ -222,57 +223,105 @@ def _group_sums(Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
         qq[g, t % nb] = s_qq
 
 
-@njit(parallel=True, cache=False, error_model="numpy")
+@njit(parallel=True, cache=CACHE, error_model="numpy")
 def _rho_rows(Y, rows, Z, zidx, out):
     """out[r] = rho(Y[rows[r]], Z[zidx[r]])."""
     for r in prange(rows.shape[0]):
         out[r] = _rho(Y[rows[r]], Z[zidx[r]])
 
 
-@njit(parallel=True, fastmath=_FMR, cache=False, error_model="numpy")
+@njit(fastmath=_FMR, cache=CACHE, error_model="numpy")
+def _rho_row2(Y, rows, z1, z2, out1, out2, r):
+    """Row r of :func:`_rho_rows2` (shared by the parallel and the serial kernel)."""
+    i = rows[r]
+    s1 = 0.0
+    s2 = 0.0
+    for j in range(Y.shape[1]):
+        yv = np.float64(Y[i, j])
+        s1 += max(yv * z1[j], 0.0)
+        s2 += max(yv * z2[j], 0.0)
+    out1[r] = s1
+    out2[r] = s2
+
+
+@njit(parallel=True, fastmath=_FMR, cache=CACHE, error_model="numpy")
 def _rho_rows2(Y, rows, z1, z2, out1, out2):
     """out1[r] = rho(Y[rows[r]], z1), out2[r] = rho(Y[rows[r]], z2): one read of each row."""
-    M = Y.shape[1]
     for r in prange(rows.shape[0]):
+        _rho_row2(Y, rows, z1, z2, out1, out2, r)
+
+
+@njit(fastmath=_FMR, cache=CACHE, error_model="numpy")
+def _colsum_block(Y, rows, w, pos, neg, t):
+    """Column block t of :func:`_weighted_signed_colsum` (shared by both kernels)."""
+    M = Y.shape[1]
+    j0 = t * _BS
+    j1 = min(M, j0 + _BS)
+    L = j1 - j0
+    s_p = np.zeros(L)
+    s_m = np.zeros(L)
+    for r in range(rows.shape[0]):
+        wr = w[r]
+        if wr == 0.0:
+            continue
         i = rows[r]
-        s1 = 0.0
-        s2 = 0.0
-        for j in range(M):
-            yv = np.float64(Y[i, j])
-            s1 += max(yv * z1[j], 0.0)
-            s2 += max(yv * z2[j], 0.0)
-        out1[r] = s1
-        out2[r] = s2
+        for jj in range(L):
+            yv = np.float64(Y[i, j0 + jj])
+            if yv > 0.0:
+                s_p[jj] += wr * yv
+            else:
+                s_m[jj] -= wr * yv
+    for jj in range(L):
+        pos[j0 + jj] = s_p[jj]
+        neg[j0 + jj] = s_m[jj]
 
 
-@njit(parallel=True, fastmath=_FMR, cache=False, error_model="numpy")
+@njit(parallel=True, fastmath=_FMR, cache=CACHE, error_model="numpy")
 def _weighted_signed_colsum(Y, rows, w, pos, neg):
     """pos = sum_r w_r Y[rows[r]]+, neg = sum_r w_r Y[rows[r]]- (prange over column blocks)."""
-    M = Y.shape[1]
-    nb = (M + _BS - 1) // _BS
+    nb = (Y.shape[1] + _BS - 1) // _BS
     for t in prange(nb):
-        j0 = t * _BS
-        j1 = min(M, j0 + _BS)
-        L = j1 - j0
-        s_p = np.zeros(L)
-        s_m = np.zeros(L)
-        for r in range(rows.shape[0]):
-            wr = w[r]
-            if wr == 0.0:
-                continue
-            i = rows[r]
-            for jj in range(L):
-                yv = np.float64(Y[i, j0 + jj])
-                if yv > 0.0:
-                    s_p[jj] += wr * yv
-                else:
-                    s_m[jj] -= wr * yv
-        for jj in range(L):
-            pos[j0 + jj] = s_p[jj]
-            neg[j0 + jj] = s_m[jj]
+        _colsum_block(Y, rows, w, pos, neg, t)
 
 
-@njit(cache=False, error_model="numpy")
+# Serial twins of the three row kernels above, for the small calls of the nu steps: a parallel
+# region costs a wake-up of the other threads, which on a shared machine (a thread without a
+# free core) is a scheduler quantum, far more than the ~1-3 ms of work at COIL size (measured:
+# Stage 2 0.07 s on one thread, 0.23 s on two with the second core busy). Same arithmetic,
+# same results (tests/test_theta.py); chosen by size (_rows_kernels), never by thread count.
+_SERIAL_MAX = 1 << 22  # rows x M up to which the row kernels run serially
+
+
+@njit(cache=CACHE, error_model="numpy")
+def _rho_rows_s(Y, rows, Z, zidx, out):
+    """Serial :func:`_rho_rows`."""
+    for r in range(rows.shape[0]):
+        out[r] = _rho(Y[rows[r]], Z[zidx[r]])
+
+
+@njit(fastmath=_FMR, cache=CACHE, error_model="numpy")
+def _rho_rows2_s(Y, rows, z1, z2, out1, out2):
+    """Serial :func:`_rho_rows2`."""
+    for r in range(rows.shape[0]):
+        _rho_row2(Y, rows, z1, z2, out1, out2, r)
+
+
+@njit(fastmath=_FMR, cache=CACHE, error_model="numpy")
+def _weighted_signed_colsum_s(Y, rows, w, pos, neg):
+    """Serial :func:`_weighted_signed_colsum` (the same column blocks, in order)."""
+    nb = (Y.shape[1] + _BS - 1) // _BS
+    for t in range(nb):
+        _colsum_block(Y, rows, w, pos, neg, t)
+
+
+def _rows_kernels(n_rows, M):
+    """(_rho_rows, _rho_rows2, _weighted_signed_colsum), serial for n_rows x M <= _SERIAL_MAX."""
+    if n_rows * M <= _SERIAL_MAX:
+        return _rho_rows_s, _rho_rows2_s, _weighted_signed_colsum_s
+    return _rho_rows, _rho_rows2, _weighted_signed_colsum
+
+
+@njit(cache=CACHE, error_model="numpy")
 def _tau_value(t, c, P, BP, BM, KD, tau, nu, lam_e):
     """T_c(t) without its constant: sum_j (-P t + KD t^2/2 + BP t+ + BM t-) + lam_e f_c(t)."""
     val = 0.0
@@ -289,7 +338,7 @@ def _tau_value(t, c, P, BP, BM, KD, tau, nu, lam_e):
     return val
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _tau_one(c, P, BP, BM, KD, tau, nu, lam_e, safeguard, out, Told, Tnew, choice):
     """Update tau_c (an active cluster); writes only row/entry c of the outputs.
 
@@ -380,7 +429,7 @@ def _tau_one(c, P, BP, BM, KD, tau, nu, lam_e, safeguard, out, Told, Tnew, choic
     choice[c] = ch
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _tau_kernel(P, BP, BM, KD, tau, nu, lam_e, active, safeguard, out, Told, Tnew, choice):
     """Every tau_c (iteration c writes only row/entry c of the outputs).
 
@@ -400,7 +449,7 @@ def _tau_kernel(P, BP, BM, KD, tau, nu, lam_e, active, safeguard, out, Told, Tne
             choice[c] = TAU_RESEEDED
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _cubic_root(k, b, K):
     """Unique positive root of k x^3 - b x^2 - K (k, K > 0): argmin of k x^2/2 - b x + K/x.
 
@@ -422,7 +471,7 @@ def _cubic_root(k, b, K):
     return x
 
 
-@njit(cache=False, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _nu_candidates(z, Gp, Gm, bp, bm, k, outA, outB):
     """The two candidates of one nu step (see :func:`update_theta`, Notes).
 
@@ -466,7 +515,7 @@ def _nu_candidates(z, Gp, Gm, bp, bm, k, outA, outB):
 # validation and preparation
 # --------------------------------------------------------------------------------------------
 
-@njit(parallel=True, fastmath=_FMR, cache=False, error_model="numpy")
+@njit(parallel=True, fastmath=_FMR, cache=CACHE, error_model="numpy")
 def _data_rows(Q, Y, out):
     """Per row: sum (q - y)^2 and sum |y| (float64); each row written by its own iteration."""
     n, M = Q.shape
@@ -542,9 +591,9 @@ def _check_params(tau, nu, M=None):
 
 
 def _prepare(Q, Y, labels, similarity_labels, tau, nu):
-    Q = as_float_array(Q, "Q", ndim=2)
+    Q = _as_float_2d(Q, "Q")
     n, M = Q.shape
-    Y = as_float_array(Y, "Y", ndim=2, dtype=Q.dtype)
+    Y = _as_float_2d(Y, "Y", dtype=Q.dtype)
     if Y.shape != Q.shape:
         raise ValueError(f"Y: expected shape {Q.shape} (the shape of Q), got {Y.shape}")
     tau, nu = _check_params(tau, nu, M)
@@ -687,7 +736,7 @@ def _statistics(Q, Y, labels, slabels, tau, nu, lambda0):
     n, M = Q.shape
     Cd, Cs = tau.shape[0], nu.shape[0]
     rn = np.empty(n)
-    _rho_rows(Y, np.arange(n), nu, slabels, rn)
+    _rows_kernels(n, Y.shape[1])[0](Y, np.arange(n), nu, slabels, rn)
     w = np.divide(lambda0, rn, out=np.zeros(n), where=rn > 0)
     order, offsets = _groups(labels, slabels, Cd, Cs)
     G = Cd * Cs
@@ -810,11 +859,12 @@ class _NuProblem:
         self.tau, self.nu, self.c2, self.lambda_e = tau, nu, c2, lambda_e
         self.zidx = np.zeros(rows.shape[0], dtype=np.int64)
         self.keep_positive = None   # set by start(), or from nu_c2 on the first value()
+        self.rho_rows, self.rho_rows2, self.colsum = _rows_kernels(rows.shape[0], Y.shape[1])
 
     def start(self, z):
         """value(z) at the starting point; fixes the members whose denominator must stay > 0."""
         rr = np.empty(self.rows.shape[0])
-        _rho_rows(self.Y, self.rows, z[None, :], self.zidx, rr)
+        self.rho_rows(self.Y, self.rows, z[None, :], self.zidx, rr)
         self.keep_positive = (self.alpha > 0) & (rr > 0)
         return self._value_from(z, rr)
 
@@ -826,20 +876,20 @@ class _NuProblem:
         reward making rho(y_i, nu) exactly 0).
         """
         rr = np.empty(self.rows.shape[0])
-        _rho_rows(self.Y, self.rows, z[None, :], self.zidx, rr)
+        self.rho_rows(self.Y, self.rows, z[None, :], self.zidx, rr)
         return self._value_from(z, rr)
 
     def value2(self, z1, z2):
         """(value(z1), value(z2)) with one pass over the members' rows."""
         rr1 = np.empty(self.rows.shape[0])
         rr2 = np.empty(self.rows.shape[0])
-        _rho_rows2(self.Y, self.rows, z1, z2, rr1, rr2)
+        self.rho_rows2(self.Y, self.rows, z1, z2, rr1, rr2)
         return self._value_from(z1, rr1), self._value_from(z2, rr2)
 
     def _value_from(self, z, rr):
         if self.keep_positive is None:
             rr0 = np.empty(self.rows.shape[0])
-            _rho_rows(self.Y, self.rows, self.nu[self.c2:self.c2 + 1], self.zidx, rr0)
+            self.rho_rows(self.Y, self.rows, self.nu[self.c2:self.c2 + 1], self.zidx, rr0)
             self.keep_positive = (self.alpha > 0) & (rr0 > 0)
         if np.any(self.keep_positive & (rr <= 0)):
             return np.inf, rr, (-1, -1)
@@ -858,7 +908,7 @@ class _NuProblem:
         wk = np.divide(self.alpha, rr * rr, out=np.zeros_like(rr), where=rr > 0)
         Gp = np.empty(M)
         Gm = np.empty(M)
-        _weighted_signed_colsum(self.Y, self.rows, wk, Gp, Gm)
+        self.colsum(self.Y, self.rows, wk, Gp, Gm)
         k = np.full(M, self.kq)
         bp = self.Pn.copy()
         bm = -self.Pn
@@ -1082,7 +1132,7 @@ def update_theta(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, lamb
                                  - 2.0 * np.einsum("abm,am->b", stats["sum_q"], tau_new)
                                  + N.T @ tt)
     alpha = np.empty(n)
-    _rho_rows(Y, np.arange(n), tau_new, labels, alpha)
+    _rows_kernels(n, M)[0](Y, np.arange(n), tau_new, labels, alpha)
     alpha *= lambda0
     nu_new = nu.copy()
     nu_obj = np.full((Cs, 2), np.nan)

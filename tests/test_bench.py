@@ -44,8 +44,9 @@ def _classes(mod):
 def test_every_asv_benchmark_runs_once_at_tiny_size(benchmarks, monkeypatch):
     import ntnumba.bench as nb
     # the compile benchmark runs a fresh interpreter: replace it by a stub of the same shape
-    monkeypatch.setattr(nb, "_subprocess", lambda code: {"total": 1.0, "stage1_float64": 0.5,
-                                                         "import": 0.1})
+    monkeypatch.setattr(nb, "_subprocess", lambda code, **kw: {"total": 1.0,
+                                                               "stage1_float64": 0.5,
+                                                               "import": 0.1})
     ran = []
     for mod in benchmarks:
         for cls in _classes(mod):
@@ -72,7 +73,27 @@ def test_every_asv_benchmark_runs_once_at_tiny_size(benchmarks, monkeypatch):
     assert {r.split("(")[0] for r in ran} >= {
         "Stage1.time_assign", "Stage2.time_update_theta", "Stage3.time_update_transform",
         "Iteration.time_iteration", "Fit.peakmem_fit", "Quality.track_objective",
-        "Quality.track_clustering_accuracy", "Compile.track_compile_all_kernels"}
+        "Quality.track_clustering_accuracy", "Compile.track_compile_all_kernels",
+        "Compile.track_first_call_from_cache"}
+
+
+def test_compile_times_cold_then_cached_in_one_fresh_cache(monkeypatch):
+    # the cold measurement must start from an empty numba cache, and the cached one must use
+    # the cache the cold one wrote (two interpreters, one NUMBA_CACHE_DIR)
+    import ntnumba.bench as nb
+    seen = []
+
+    def fake(code, env=None, **kw):
+        d = env["NUMBA_CACHE_DIR"]
+        seen.append((d, sorted(os.listdir(d))))
+        with open(os.path.join(d, f"run{len(seen)}"), "w"):
+            pass
+        return {"total": float(len(seen))}
+    monkeypatch.setattr(nb, "_subprocess", fake)
+    cold, cached = nb.compile_times()
+    assert (cold["total"], cached["total"]) == (1.0, 2.0)
+    assert seen[0] == (seen[1][0], []) and seen[1][1] == ["run1"]
+    assert not os.path.exists(seen[0][0])  # removed afterwards
 
 
 def test_bench_script_tiny(capsys):

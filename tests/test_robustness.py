@@ -208,6 +208,20 @@ def test_bit_identical_across_repeats_and_threads():
 _small = st.integers(min_value=2, max_value=7)
 
 
+def test_safeguard_finds_a_narrow_basin_between_grid_points():
+    """Found by hypothesis: R(h) has a plateau near h -> 0 and a narrow, lower basin at
+    h ~ 1.5 that falls between two points of the safeguard's log grid. Refining only the
+    grid's best point returned the plateau (0.758 against the enumerated 0.7514)."""
+    q = np.array([1.15625, 3.0, 0.00390625])
+    tau = np.array([0.40625, 1.96837628e-99, 0.0])
+    nu = np.array([0.0, 0.0, 3.625])
+    _, ref = naive.candidate_enum(q, tau, nu, 2.0, 0.03)
+    for safeguard in (False, True):
+        y, v = candidate_nt(q, tau, nu, 2.0, 0.03, safeguard=safeguard)
+        assert v == pytest.approx(naive.candidate_objective(y, q, tau, nu, 2.0, 0.03), rel=1e-9)
+        assert v <= ref + 1e-9 * abs(ref)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), M=_small, lam0=st.sampled_from([0.0, 0.03, 0.3, 2.0]))
 def test_property_candidate_never_above_brute_force(data, M, lam0):

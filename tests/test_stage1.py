@@ -257,3 +257,105 @@ def test_assign_argument_errors():
         assign(Q[0], tau, nu, LAM, LAM)
     with pytest.raises(TypeError, match="Q: complex data"):
         assign(Q + 1j, tau, nu, LAM, LAM)
+
+
+def test_kernel_cache_is_purged_when_a_kernel_module_changes(tmp_path, monkeypatch):
+    # numba invalidates a cached kernel only when its own file changes; the package stamps
+    # the cache with a hash of _quartic, _stage1 and _theta and drops their files otherwise
+    from ntnumba import _quartic
+    names = ["_stage1._assign_kernel-700.py311.nbi", "_stage1._assign_kernel-700.py311.1.nbc",
+             "_theta._group_sums-180.py311.nbi", "_quartic._poly4-1.py311.1.nbc",
+             "other._f-1.py311.nbi", "unrelated.txt"]
+    for n in names:
+        (tmp_path / n).write_text("x")
+    assert _quartic._purge_stale_cache(str(tmp_path))
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["ntnumba_kernels.stamp", "other._f-1.py311.nbi", "unrelated.txt"]
+    # same sources: nothing is deleted
+    (tmp_path / names[0]).write_text("x")
+    assert _quartic._purge_stale_cache(str(tmp_path))
+    assert (tmp_path / names[0]).exists()
+    # another numba version (or edited sources): purged again
+    import numba
+    monkeypatch.setattr(numba, "__version__", numba.__version__ + ".test")
+    assert _quartic._purge_stale_cache(str(tmp_path))
+    assert not (tmp_path / names[0]).exists()
+
+
+def test_assignment_kernel_is_cacheable():
+    # numba refuses to cache a kernel with "dynamic globals" (numba.get_num_threads() inside
+    # the kernel was one): then every process would compile it again (~5-10 s per dtype)
+    import glob
+    import os
+    from ntnumba import _quartic, _stage1
+    if not _quartic.CACHE:
+        pytest.skip("numba cache disabled on this machine")
+    rng = np.random.default_rng(0)
+    assign(rng.standard_normal((5, 8)), rng.standard_normal((2, 8)), rng.standard_normal((2, 8)),
+           0.03, 0.03)
+    path = _stage1._assign_rows._cache._cache_path
+    assert glob.glob(os.path.join(path, "_stage1._assign_rows-*.nbi"))
+
+
+def test_assignment_blocks_on_threads_equal_one_block():
+    # _assign_kernel cuts the samples into blocks taken by Python threads: any number of
+    # threads gives the same arrays as one block on one thread (and both match candidate_nt)
+    from ntnumba import _stage1
+    rng = np.random.default_rng(11)
+    Q = 1.5 * rng.standard_normal((37, 24))
+    tau, nu = rng.standard_normal((3, 24)), rng.standard_normal((3, 24))
+    tpos, tneg = _stage1._split_signs(tau)
+    npos, nneg = _stage1._split_signs(nu)
+    adj = _stage1.adjustment_term(Q, tau, nu, 1.0)
+    tsq = tau * tau
+    kmat = 1.0 + 2.0 * 0.03 * tsq
+    outs = []
+    for nthreads in (1, 2, 3, 5):
+        lab = np.empty(37, dtype=np.int64)
+        sim = np.empty(37, dtype=np.int64)
+        Y = np.empty_like(Q)
+        F = np.empty((37, 3, 3))
+        SP = np.empty((37, 3, 3))
+        status = np.empty((37, 3, 3), dtype=np.int8)
+        _stage1._assign_kernel(Q, tpos, tneg, tsq, kmat, 1.0 / kmat, npos, nneg, 0.03, 0.03, adj,
+                               1, False, lab, sim, Y, F, SP, status, nthreads)
+        outs.append((lab, sim, Y, F, SP, status))
+    for other in outs[1:]:
+        for a, b in zip(outs[0], other):
+            np.testing.assert_array_equal(a, b)
+    lab, sim, Y = outs[0][:3]
+    for i in range(0, 37, 6):
+        y, value = candidate_nt(Q[i], tau[lab[i]], nu[sim[i]], 0.03, 0.03)
+        assert value == pytest.approx(outs[0][3][i, lab[i], sim[i]], rel=1e-10)
+        np.testing.assert_allclose(Y[i], y, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_assignment_threads_work_in_a_forked_child():
+    # the thread pool of the parent does not exist in a forked child: it must not hang there
+    import os
+    import numba
+    rng = np.random.default_rng(2)
+    Q, tau, nu = rng.standard_normal((40, 16)), rng.standard_normal((3, 16)), rng.standard_normal((2, 16))
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    try:
+        ref = assign(Q, tau, nu, 0.03, 0.03)[0]
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child: assign with the same thread count, report, exit at once
+            try:
+                ok = np.array_equal(assign(Q, tau, nu, 0.03, 0.03)[0], ref)
+                os.write(w, b"1" if ok else b"0")
+            finally:
+                os._exit(0)
+        os.close(w)
+        import select
+        ready, _, _ = select.select([r], [], [], 60)
+        got = os.read(r, 1) if ready else b""
+        if not ready:
+            os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        assert got == b"1"
+    finally:
+        numba.set_num_threads(old)

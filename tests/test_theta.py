@@ -404,3 +404,43 @@ def test_argument_errors():
     with pytest.raises(ValueError, match="Q: contains 1 NaN"):
         Q[0, 0] = np.nan
         theta_statistics(Q, Y, lab, sim, tau, nu)
+
+
+def test_serial_row_kernels_match_the_parallel_ones_and_a_reference():
+    # the nu steps use serial twins of the row kernels for small calls (_rows_kernels): same
+    # values as the parallel kernels (bit for bit) and as a plain NumPy reference
+    from ntnumba import _theta as th
+    rng = np.random.default_rng(3)
+    n, M = 37, 600   # M > 2 column blocks of the colsum kernels
+    for dt in (np.float64, np.float32):
+        Y = (rng.standard_normal((n, M)) * (rng.random((n, M)) > 0.3)).astype(dt)
+        rows = np.sort(rng.choice(n, 20, replace=False)).astype(np.int64)
+        Z = rng.standard_normal((3, M))
+        zidx = rng.integers(0, 3, rows.size).astype(np.int64)
+        w = rng.random(rows.size)
+        w[3] = 0.0
+        Y64 = Y.astype(np.float64)
+        ref_rho = np.array([np.maximum(Y64[i] * Z[k], 0).sum() for i, k in zip(rows, zidx)])
+        ref_pos = (w[:, None] * np.maximum(Y64[rows], 0)).sum(axis=0)
+        ref_neg = (w[:, None] * np.maximum(-Y64[rows], 0)).sum(axis=0)
+        outs = []
+        for k1, k2, k3 in ((th._rho_rows, th._rho_rows2, th._weighted_signed_colsum),
+                           (th._rho_rows_s, th._rho_rows2_s, th._weighted_signed_colsum_s)):
+            a = np.empty(rows.size)
+            k1(Y, rows, Z, zidx, a)
+            b1, b2 = np.empty(rows.size), np.empty(rows.size)
+            k2(Y, rows, Z[0], Z[1], b1, b2)
+            p, m = np.empty(M), np.empty(M)
+            k3(Y, rows, w, p, m)
+            np.testing.assert_allclose(a, ref_rho, rtol=1e-12)
+            np.testing.assert_allclose(b1, [np.maximum(Y64[i] * Z[0], 0).sum() for i in rows],
+                                       rtol=1e-12)
+            np.testing.assert_allclose(b2, [np.maximum(Y64[i] * Z[1], 0).sum() for i in rows],
+                                       rtol=1e-12)
+            np.testing.assert_allclose(p, ref_pos, rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(m, ref_neg, rtol=1e-12, atol=1e-14)
+            outs.append((a, b1, b2, p, m))
+        for x, y in zip(*outs):
+            np.testing.assert_array_equal(x, y)
+    assert th._rows_kernels(10, 100)[0] is th._rho_rows_s
+    assert th._rows_kernels(th._SERIAL_MAX, 2)[2] is th._weighted_signed_colsum

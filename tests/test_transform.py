@@ -185,6 +185,73 @@ def test_closed_form_wide_dynamic_range():
     _check_same_minimiser(B, 1.0, lams, A, nv.closed_form_svd(B, 1.0, *lams))
 
 
+def test_closed_form_many_weak_directions_takes_the_qr_route():
+    # image-like B: most singular values below _BAND * s_max (the start on Ybar^T X of
+    # COIL-20 has ~465 of 500); the QR route must match the SVD reference in every direction
+    rng = np.random.default_rng(5)
+    M, N = 60, 24
+    U, _ = np.linalg.qr(rng.standard_normal((M, N)))
+    V, _ = np.linalg.qr(rng.standard_normal((N, N)))
+    B = (U * np.logspace(3, -9, N)) @ V.T
+    Xg = rng.standard_normal((3 * N, N)) * np.logspace(0, -4, N)
+    G = Xg.T @ Xg
+    lams = (16.0, 16.0, 16.0)
+    for route in ("auto", "qr"):
+        info = {}
+        A = _closed_form(B, 1.0, *lams, route=route, info=info)
+        assert info["route"] == "qr"
+        _check_same_minimiser(B, 1.0, lams, A, nv.closed_form_svd(B, 1.0, *lams))
+        A, sv = _closed_form(B, None, *lams, gram=G, route=route, return_sv=True)
+        np.testing.assert_allclose(A, nv.closed_form_svd(B, None, *lams, gram=G),
+                                   rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(np.sort(sv), np.linalg.svd(A, compute_uv=False)[::-1],
+                                   rtol=1e-12)
+    # few weak directions: the Gram route
+    info = {}
+    _closed_form(rng.standard_normal((M, N)), 1.0, *lams, info=info)
+    assert info["route"] == "gram"
+
+
+@pytest.mark.parametrize("rank", [0, 2])
+def test_closed_form_qr_route_rank_deficient(rank):
+    rng = np.random.default_rng(rank)
+    M, N = 9, 5
+    lams = (1.0, 2.0, 0.5)
+    B = rng.standard_normal((M, rank)) @ rng.standard_normal((rank, N)) * 3.0
+    A = _closed_form(B, 2.0, *lams, route="qr")
+    _check_same_minimiser(B, 2.0, lams, A, nv.closed_form_svd(B, 2.0, *lams))
+    sp = transform_singular_values(np.linalg.svd(B, compute_uv=False), 2.0, *lams)
+    np.testing.assert_allclose(np.sort(np.linalg.eigvalsh(A.T @ A)), np.sort(sp ** 2), rtol=1e-12)
+
+
+def test_workspace_gives_the_same_iterates():
+    # the driver's workspace (lambda_max, A G and the singular values of the previous A) must
+    # not change what the update computes: a chain of calls with and without it
+    X, Ybar, A0 = _problem(7, n=40, N=5, M=8, scale_cols=np.logspace(0, -6, 5))
+    kw = dict(lambda2=1.0, lambda3=2.0, lambda4=0.5, n_steps=2)
+    ws = {}
+    st = transform_statistics(X, Ybar)
+    A_plain, A_ws = A0, A0
+    for k in range(4):
+        Yk = Ybar + 0.1 * k
+        st_k = transform_statistics(X, Yk)
+        st_k = _transform.TransformStatistics(st.gram, st_k.cross, st_k.target_sq,
+                                              st_k.n_samples, st_k.dtype)
+        A_plain, h_plain = update_transform(A=A_plain, stats=st_k, return_history=True, **kw)
+        A_ws, h_ws = update_transform(A=A_ws, stats=st_k, return_history=True, workspace=ws,
+                                      **kw)
+        np.testing.assert_allclose(A_ws, A_plain, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(h_ws, h_plain, rtol=1e-10)
+        assert ws["A"] is A_ws and ws["G"] is st.gram
+        # the reused products are those of the returned A
+        np.testing.assert_allclose(ws["AG"], A_ws @ st.gram, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(np.sort(ws["sv"]), np.linalg.svd(A_ws, compute_uv=False)[::-1],
+                                   rtol=1e-10)
+        # and the objective of the next start equals transform_objective
+        assert h_ws[-1] == pytest.approx(transform_objective(A_ws, X, Yk, 1.0, 2.0, 0.5),
+                                         rel=1e-9)
+
+
 # ------------------------------------------------------------------------------------------
 # exact when X^T X = c I
 # ------------------------------------------------------------------------------------------
