@@ -24,6 +24,7 @@ PUBLIC = [
     ("ntnumba.datasets", None, "Data sets"),
     ("ntnumba.metrics", None, "Metrics"),
     ("ntnumba.plotting", None, "Plots (optional extra: matplotlib)"),
+    ("ntnumba.dask", ["NTClustering"], "Dask backend (optional extra: dask)"),
     ("ntnumba.cli", ["main", "build_parser"], "Command line"),
 ]
 _ITEM_SECTIONS = {"Parameters", "Returns", "Yields", "Raises", "Attributes", "Other Parameters",

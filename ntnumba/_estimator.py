@@ -329,7 +329,7 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         return X * X.dtype.type(scale)
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X, y=None, *, callback=None):
+    def fit(self, X, y=None, *, callback=None, chunk_size=None):
         """Learn A, tau and nu by alternating the three stages.
 
         Parameters
@@ -342,6 +342,16 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         callback : callable, optional
             ``callback(estimator_state)`` after every iteration (a snapshot with ``A``, ``tau``,
             ``nu``, ``labels``, ``objective_history``, ``n_iter``); return True to stop.
+        chunk_size : int, optional
+            Stream ``X`` in blocks of ``chunk_size`` rows: at most one block of ``X``, ``A X``
+            and the representations is in memory (the representations are kept in temporary
+            files between the passes of an iteration). ``X`` may then be a ``numpy.memmap``
+            or any object with ``shape``, ``dtype`` and row slicing. For ``assign="objective"``
+            and ``"paper"`` the result equals the in-memory fit up to rounding when the
+            initialisation is the same (``n_samples <= 2000``, the size of the
+            initialisation sample, or ``init="random"``); ``assign="graph"`` partitions the
+            first 2000 samples and labels the others by the k-NN vote of :meth:`predict`. See
+            ``docs/scaling.md``.
 
         Returns
         -------
@@ -358,6 +368,9 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         >>> NTClustering(2, n_components=12, random_state=0).fit(X).labels_.tolist().count(0)
         10
         """
+        if chunk_size is not None:
+            from . import _stream
+            return _stream.chunked_fit(self, X, chunk_size, callback=callback)
         X = self._check_X(X, reset=not (self.warm_start and hasattr(self, "_state")))
         n, N = X.shape
         p = self._params(N)
@@ -398,6 +411,58 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
             warnings.warn(f"fit interrupted: keeping iteration {best.n_iter}", RuntimeWarning)
             raise KeyboardInterrupt
         return self
+
+    def partial_fit(self, X, y=None, *, forget=1.0):
+        """Update the model with one chunk of a stream (one pass of the three stages).
+
+        The first call initialises from the chunk (as ``fit``, with ``init`` on its first 2000
+        samples; a model fitted by ``fit`` is continued instead). Every call: Stage 1 on the
+        chunk with the current ``A``, ``tau``, ``nu``; the chunk's Stage-2 sums (per-cluster
+        sums of ``A x``, ``y^2``, weighted ``y+``/``y-``) and Stage-3 sums (``X^T X``,
+        ``Ybar^T X``) are added to the running sums after multiplying those by ``forget``;
+        ``tau`` and ``A`` are the updates of ``fit`` on the running sums, ``nu`` takes the MM
+        steps of ``fit`` with its quadratic part from the running sums and its ratio term
+        (one denominator per sample) from the chunk's members, reweighted to the running
+        count. With ``assign="graph"`` the graph partition of the first chunk (at most 2000
+        samples) is the reference set: later chunks are labelled by the k-NN vote of
+        :meth:`predict`, and ``labels_`` are the reference labels. Otherwise ``labels_`` are
+        the labels of the last chunk with the updated parameters (as scikit-learn's
+        ``MiniBatchKMeans``). See ``docs/scaling.md``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            One chunk (the first one needs ``n_samples >= n_clusters``). Not modified.
+        y : Ignored
+        forget : float in (0, 1], default 1.0
+            Forgetting factor of the running sums: the statistics of a chunk seen ``k`` calls
+            ago count with weight ``forget**k``. 1.0: all chunks count equally (the
+            statistics of everything seen; the batch problem for fixed assignments).
+            Smaller values follow a drifting stream, with an effective memory of about
+            ``chunk / (1 - forget)`` samples. The paper's online rate ``rho`` corresponds to
+            ``forget = 1 - rho`` for statistics (the paper mixes maps, not sums).
+
+        Returns
+        -------
+        self : NTClustering
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ntnumba import NTClustering
+        >>> rng = np.random.default_rng(0)
+        >>> X = np.repeat(5.0 * rng.standard_normal((2, 6)), 50, axis=0)
+        >>> X += rng.standard_normal(X.shape)
+        >>> X = X[rng.permutation(100)]
+        >>> model = NTClustering(2, n_components=12, assign="objective", init="k-means++",
+        ...                      random_state=0)
+        >>> for chunk in np.array_split(X, 4):
+        ...     model = model.partial_fit(chunk, forget=0.9)
+        >>> model.n_iter_, model.predict(X).shape
+        (4, (100,))
+        """
+        from . import _stream
+        return _stream.partial_fit(self, X, forget=forget)
 
     def _finalise(self, X, state, rng, p):
         self._state = state

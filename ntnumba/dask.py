@@ -1,0 +1,516 @@
+"""Dask backend: :class:`NTClustering` on a ``dask.distributed`` cluster (optional extra
+``ntnumba[dask]``).
+
+Follows dask-ml's ``KMeans`` conventions: the same constructor as the scikit-learn style
+estimator, ``fit(X)`` takes a dask array (or anything ``dask.array.asarray`` accepts) and runs on
+the active ``dask.distributed`` client, ``labels_`` is a dask array, ``predict`` and
+``transform`` of a dask array return dask arrays (``map_blocks``), of a NumPy array NumPy arrays.
+
+How it runs (``docs/scaling.md``): every block of rows stays on a worker. Stage 1 runs on each
+block where it lives; the block's representations ``Y`` stay in that worker's memory between the
+passes of an iteration. Only sums travel: the Stage-2 per-cluster sums, the Stage-3 statistics
+``X^T X`` and ``Ybar^T X``, the per-sample scalars of the nu step (``rho(y_i, nu)``) and the
+column sums of its majoriser. The small updates (tau, nu, A) run on the client with the code of
+the in-memory fit, so the result equals the in-memory fit up to rounding (same
+initialisation: see :func:`ntnumba._stream.fit_backend`).
+
+Failures: the blocks are dask futures with their lineage; when a worker dies its blocks are
+recomputed on the others (dask's ``distributed.scheduler.allowed-failures`` retries per task).
+When dask gives up (``KilledWorker``, lost connection) the fit raises ``RuntimeError`` naming the
+cause; the input and the estimator's previous fitted state are unchanged.
+"""
+import numpy as np
+
+try:
+    import dask
+    import dask.array as da
+    import distributed
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("ntnumba.dask needs dask[array] and distributed: "
+                      "python -m pip install 'ntnumba[dask]'") from exc
+
+from . import _stream
+from ._estimator import NTClustering as _NTClustering
+
+__all__ = ["NTClustering", "DaskBackend"]
+
+#: Exceptions of dask's scheduler turned into RuntimeError (by class name: they moved between
+#: distributed's modules over versions).
+_CLUSTER_ERRORS = {"KilledWorker", "CommClosedError", "FutureCancelledError", "CancelledError",
+                   "TimeoutError", "StreamClosedError"}
+#: Arguments larger than this are scattered once per pass instead of shipped with every task.
+_SCATTER_BYTES = 1 << 16
+#: Per-block results gathered at a time when they are folded (``combine``).
+_FOLD_BATCH = 4
+
+
+def _on_worker(fn, n_threads, *args):
+    """Run a block function with ``n_threads`` numba threads and one BLAS thread."""
+    import numba
+    from ._transform import _blas_limit
+    old = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(n_threads, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        with _blas_limit(1):
+            return fn(*args)
+    finally:
+        numba.set_num_threads(old)
+
+
+def _first(r):
+    return r[0]
+
+
+def _second(r):
+    return r[1]
+
+
+def _shifted(raw, start, stop, dtype, scale):
+    try:
+        return _stream.read_block(raw, 0, stop - start, dtype, scale)
+    except ValueError as exc:  # name the global row, not the row of the block
+        msg = str(exc)
+        if "first at row" in msg:
+            head, _, row = msg.rpartition("first at row ")
+            msg = (f"X: contains NaN or infinite value(s) in rows {start}:{stop}, "
+                   f"first at row {start + int(row)}")
+        raise ValueError(msg) from None
+
+
+def _max_abs(raw, start, stop, dtype):
+    return float(np.max(np.abs(_shifted(raw, start, stop, dtype, 1.0))))
+
+
+def _sum_square(raw, start, stop, dtype, m):
+    Xk = _shifted(raw, start, stop, dtype, 1.0)
+    Z = Xk / Xk.dtype.type(m) if Xk.dtype == np.float32 else Xk / m
+    return float(np.sum(np.square(Z, dtype=np.float64)))
+
+
+def _client(client=None):
+    if client is not None:
+        return client
+    try:
+        return distributed.get_client()
+    except ValueError:
+        raise ValueError("client: no dask.distributed Client is active; create one "
+                         "(distributed.Client(...) or LocalCluster) or pass client=") from None
+
+
+def _as_dask(X, name="X"):
+    if not isinstance(X, da.Array):
+        X, n, N, _ = _stream.check_source(X)
+        X = da.from_array(X, chunks=(min(n, 10_000), N))
+    if X.ndim != 2:
+        raise ValueError(f"{name}: expected a 2-D array, got shape {X.shape}")
+    if any(np.isnan(c) for c in X.shape):
+        raise ValueError(f"{name}: unknown chunk sizes; call X.compute_chunk_sizes() first")
+    return X.rechunk({1: -1})
+
+
+class DaskBackend:
+    """Row blocks of a dask array held as futures on a ``dask.distributed`` cluster.
+
+    Implements the backend interface of :func:`ntnumba._stream.fit_backend`: ``map(fn, ...)``
+    submits ``fn(Xk, Yk, *block_args, *common)`` for every block on the worker holding it and
+    gathers the (small) results; with ``store_y`` the block's new ``Y`` stays on the worker.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    X : dask.array.Array of shape (n_samples, n_features)
+        Rechunked to whole rows per block. Not modified.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from distributed import Client, LocalCluster
+    >>> from ntnumba.dask import DaskBackend
+    >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, \\
+    ...         Client(cluster) as client:
+    ...     be = DaskBackend(client, da.ones((10, 3), chunks=(4, 3)))
+    ...     be.bounds
+    [(0, 4), (4, 8), (8, 10)]
+    """
+
+    def __init__(self, client, X):
+        X = _as_dask(X)
+        _, self.n, self.N, self.dtype = _stream.check_source(X)
+        self.X = X
+        self.client = client
+        starts = np.cumsum((0,) + X.chunks[0])
+        self.bounds = [(int(s), int(e)) for s, e in zip(starts[:-1], starts[1:])]
+        self.scale = None
+        self._raw = None
+        self._xf = None
+        self._yf = [None] * len(self.bounds)
+        nthreads = client.nthreads()
+        self.n_threads = max(1, min(nthreads.values())) if nthreads else 1
+
+    def _gather(self, futures):
+        try:
+            return self.client.gather(futures)
+        except Exception as exc:
+            if type(exc).__name__ in _CLUSTER_ERRORS:
+                raise RuntimeError(
+                    f"ntnumba.dask: the cluster lost the data or the task ({type(exc).__name__}: "
+                    f"{exc}); the fit was abandoned. The input is unchanged and the estimator "
+                    f"keeps its previous state. Check the workers (memory limits, crashes) or "
+                    f"raise distributed.scheduler.allowed-failures.") from exc
+            raise
+
+    def _raw_blocks(self):
+        if self._raw is None:
+            self._raw = self.client.compute(list(self.X.to_delayed().ravel()))
+        return self._raw
+
+    def max_abs(self):
+        raw = self._raw_blocks()
+        fs = [self.client.submit(_max_abs, r, s, e, self.dtype, pure=False)
+              for r, (s, e) in zip(raw, self.bounds)]
+        return max(self._gather(fs))
+
+    def mean_square(self, m):
+        raw = self._raw_blocks()
+        fs = [self.client.submit(_sum_square, r, s, e, self.dtype, m, pure=False)
+              for r, (s, e) in zip(raw, self.bounds)]
+        return float(sum(self._gather(fs))) / (self.n * self.N)
+
+    def _blocks(self):
+        if self._xf is None:
+            raw = self._raw_blocks()
+            self._xf = [self.client.submit(_shifted, r, s, e, self.dtype,
+                                           1.0 if self.scale is None else self.scale,
+                                           pure=False)
+                        for r, (s, e) in zip(raw, self.bounds)]
+            self._raw = None   # the scaled blocks keep the lineage
+        return self._xf
+
+    def head(self, m):
+        xf = self._blocks()
+        out, have = [], 0
+        for f, (s, e) in zip(xf, self.bounds):
+            if have >= m:
+                break
+            out.append(f)
+            have += e - s
+        return np.concatenate(self._gather(out))[:m]
+
+    def map(self, fn, block_args=None, common=(), *, use_x=True, use_y=False, store_y=False,
+            blocks=None, combine=None):
+        xf = self._blocks()
+        common = tuple(self.client.scatter(c, broadcast=True, hash=False)
+                       if isinstance(c, np.ndarray) and c.nbytes > _SCATTER_BYTES else c
+                       for c in common)
+        results = []
+        for b in range(len(self.bounds)) if blocks is None else blocks:
+            args = () if block_args is None else tuple(block_args[b])
+            f = self.client.submit(_on_worker, fn, self.n_threads, xf[b] if use_x else None,
+                                   self._yf[b] if use_y else None, *args, *common, pure=False)
+            if store_y:
+                self._yf[b] = self.client.submit(_first, f, pure=False)
+                f = self.client.submit(_second, f, pure=False)
+            results.append(f)
+        if combine is None:
+            return self._gather(results)
+        # fold in block order, a few results at a time: the client never holds all the
+        # per-block sums (M x N each for Stage 3), and the rounding does not depend on timing
+        acc = None
+        for i in range(0, len(results), _FOLD_BATCH):
+            for r in self._gather(results[i:i + _FOLD_BATCH]):
+                acc = r if acc is None else combine(acc, r)
+            results[i:i + _FOLD_BATCH] = [None] * len(results[i:i + _FOLD_BATCH])
+        return acc
+
+    def close(self):
+        self._xf = None
+        self._raw = None
+        self._yf = [None] * len(self.bounds)
+
+
+def _predict_block(block, est, reject):
+    return est.predict(block, reject=reject)
+
+
+def _transform_block(block, est):
+    return est.transform(block)
+
+
+def _score_block(block, est):
+    return est.score(block)
+
+
+class NTClustering(_NTClustering):
+    """:class:`ntnumba.NTClustering` fitted on a ``dask.distributed`` cluster.
+
+    Same parameters, algorithm and defaults as :class:`ntnumba.NTClustering` (see there). The
+    fit runs on the active ``distributed.Client`` (or ``fit(X, client=...)``): Stage 1 on each
+    block of rows where it lives, the Stage-2/3 sums reduced across blocks, the small updates on
+    the client. The initialisation uses the first 2000 samples; for ``n_samples <= 2000`` (or
+    ``init="random"`` with ``assign="objective"``/``"paper"``) the result equals the in-memory
+    fit up to rounding. With ``assign="graph"`` the graph partition is computed on the first
+    2000 samples and the others are labelled by the k-NN vote of ``predict`` (a dense graph
+    over all samples does not distribute).
+
+    Attributes
+    ----------
+    labels_, similarity_labels_ : dask.array.Array of shape (n_samples,)
+        As in :class:`ntnumba.NTClustering`, chunked like the rows of ``X``.
+    components_, dissimilarity_, similarity_, objective_history_, n_iter_, scale_ : ndarray
+        As in :class:`ntnumba.NTClustering`.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from distributed import Client, LocalCluster
+    >>> from ntnumba.dask import NTClustering
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.repeat(5.0 * rng.standard_normal((2, 6)), 30, axis=0) + rng.standard_normal((60, 6))
+    >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, \\
+    ...         Client(cluster):
+    ...     model = NTClustering(2, n_components=12, assign="objective", init="k-means++",
+    ...                          max_iter=3, random_state=0).fit(da.from_array(X, chunks=20))
+    ...     labels = model.labels_.compute()
+    >>> labels.shape, len(set(labels[:30])), len(set(labels[30:]))
+    ((60,), 1, 1)
+    """
+
+    def fit(self, X, y=None, *, callback=None, client=None):
+        """Fit on the cluster; see :meth:`ntnumba.NTClustering.fit`.
+
+        Parameters
+        ----------
+        X : dask.array.Array or array-like of shape (n_samples, n_features)
+            NumPy input is split into blocks of 10000 rows. Not modified.
+        y : Ignored
+        callback : callable, optional
+            As in :meth:`ntnumba.NTClustering.fit`.
+        client : distributed.Client, optional
+            Default: the active client.
+
+        Returns
+        -------
+        self : NTClustering
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from distributed import Client, LocalCluster
+        >>> from ntnumba.dask import NTClustering
+        >>> X = np.random.default_rng(0).standard_normal((40, 4))
+        >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as c, \\
+        ...         Client(c) as client:
+        ...     model = NTClustering(2, n_components=8, assign="objective", max_iter=2,
+        ...                          random_state=0).fit(X, client=client)
+        >>> model.n_iter_
+        2
+        """
+        be = DaskBackend(_client(client), X)
+        saved = dict(vars(self))
+        try:
+            _stream.fit_backend(self, be, callback=callback)
+        except BaseException:
+            vars(self).clear()
+            vars(self).update(saved)   # the previous fitted state, unchanged
+            raise
+        finally:
+            be.close()
+        labels = self.labels_
+        self._local_ = self._make_local(labels)
+        chunks = (be.X.chunks[0],)
+        self.labels_ = da.from_array(labels, chunks=chunks)
+        self.similarity_labels_ = da.from_array(self.similarity_labels_, chunks=chunks)
+        return self
+
+    def partial_fit(self, X, y=None, *, forget=1.0):
+        """Not distributed: use :meth:`ntnumba.NTClustering.partial_fit` on the client.
+
+        Parameters
+        ----------
+        X : array-like
+        y : Ignored
+        forget : float
+
+        Raises
+        ------
+        NotImplementedError
+            Always.
+
+        Examples
+        --------
+        >>> from ntnumba.dask import NTClustering
+        >>> NTClustering(2).partial_fit([[0.0, 1.0]])
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: ntnumba.dask.NTClustering.partial_fit: ...
+        """
+        raise NotImplementedError(
+            "ntnumba.dask.NTClustering.partial_fit: a stream of chunks is processed on the "
+            "client; use ntnumba.NTClustering.partial_fit (e.g. on chunk.compute())")
+
+    def _make_local(self, labels):
+        """A plain fitted :class:`ntnumba.NTClustering` (NumPy attributes) for predictions."""
+        loc = _NTClustering(**self.get_params())
+        for k, v in vars(self).items():
+            if k.endswith("_") and not k.startswith("_") and k not in ("labels_",
+                                                                       "similarity_labels_"):
+                setattr(loc, k, v)
+        for k in ("_state", "_rng_state", "_p", "_fit_X"):
+            if hasattr(self, k):
+                setattr(loc, k, getattr(self, k))
+        # predict() of the graph rule votes with labels_[:len(_fit_X)] (the reference set)
+        loc.labels_ = np.asarray(labels[:_stream.REFERENCE_SIZE])
+        loc.similarity_labels_ = np.asarray(self.similarity_labels_[:_stream.REFERENCE_SIZE])
+        return loc
+
+    def _local(self):
+        if not hasattr(self, "_local_"):
+            from sklearn.exceptions import NotFittedError
+            raise NotFittedError("This ntnumba.dask.NTClustering instance is not fitted yet; "
+                                 "call fit first")
+        return self._local_
+
+    def to_local(self):
+        """The fitted model as a plain :class:`ntnumba.NTClustering` (e.g. to ``save`` it).
+
+        ``labels_`` of the result are the labels of the first 2000 training samples (the
+        reference set of the graph rule).
+
+        Returns
+        -------
+        ntnumba.NTClustering
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from distributed import Client, LocalCluster
+        >>> from ntnumba.dask import NTClustering
+        >>> X = np.random.default_rng(0).standard_normal((40, 4))
+        >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as c, \\
+        ...         Client(c):
+        ...     local = NTClustering(2, n_components=8, random_state=0).fit(X).to_local()
+        >>> type(local).__module__, local.predict(X).shape
+        ('ntnumba._estimator', (40,))
+        """
+        return self._local()
+
+    def predict(self, X, reject=None):
+        """Cluster of each sample (see :meth:`ntnumba.NTClustering.predict`).
+
+        Parameters
+        ----------
+        X : dask.array.Array or array-like of shape (n_samples, n_features)
+        reject : None, float or "auto", default None
+
+        Returns
+        -------
+        labels : dask.array.Array (for dask input) or ndarray of shape (n_samples,)
+
+        Examples
+        --------
+        >>> import numpy as np, dask.array as da
+        >>> from distributed import Client, LocalCluster
+        >>> from ntnumba.dask import NTClustering
+        >>> X = np.random.default_rng(0).standard_normal((40, 4))
+        >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as c, \\
+        ...         Client(c):
+        ...     model = NTClustering(2, n_components=8, random_state=0).fit(X)
+        ...     lab = model.predict(da.from_array(X, chunks=10))
+        ...     same = bool((lab.compute() == model.labels_.compute()).all())
+        >>> same
+        True
+        """
+        loc = self._local()
+        if isinstance(X, da.Array):
+            X = _as_dask(X)
+            return X.map_blocks(_predict_block, loc, reject, dtype=np.int64, drop_axis=1)
+        return loc.predict(X, reject=reject)
+
+    def transform(self, X):
+        """The assigned NT representations (see :meth:`ntnumba.NTClustering.transform`).
+
+        Parameters
+        ----------
+        X : dask.array.Array or array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        Y : dask.array.Array (for dask input) or ndarray of shape (n_samples, n_components)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from distributed import Client, LocalCluster
+        >>> from ntnumba.dask import NTClustering
+        >>> X = np.random.default_rng(0).standard_normal((40, 4))
+        >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as c, \\
+        ...         Client(c):
+        ...     model = NTClustering(2, n_components=8, random_state=0).fit(X)
+        >>> model.transform(X).shape
+        (40, 8)
+        """
+        loc = self._local()
+        if isinstance(X, da.Array):
+            X = _as_dask(X)
+            M = loc.components_.shape[0]
+            return X.map_blocks(_transform_block, loc, dtype=loc.components_.dtype,
+                                chunks=(X.chunks[0], (M,)))
+        return loc.transform(X)
+
+    def score(self, X, y=None):
+        """Opposite of the summed per-sample cost (see :meth:`ntnumba.NTClustering.score`).
+
+        Parameters
+        ----------
+        X : dask.array.Array or array-like of shape (n_samples, n_features)
+        y : Ignored
+
+        Returns
+        -------
+        score : float
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from distributed import Client, LocalCluster
+        >>> from ntnumba.dask import NTClustering
+        >>> X = np.random.default_rng(0).standard_normal((40, 4))
+        >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as c, \\
+        ...         Client(c):
+        ...     model = NTClustering(2, n_components=8, random_state=0).fit(X)
+        >>> bool(model.score(X) <= 0)
+        True
+        """
+        loc = self._local()
+        if isinstance(X, da.Array):
+            X = _as_dask(X)
+            parts = [dask.delayed(_score_block)(b, loc) for b in X.to_delayed().ravel()]
+            return float(sum(dask.compute(*parts)))
+        return loc.score(X)
+
+    def save(self, path):
+        """Save the fitted model (as :meth:`to_local` then :meth:`ntnumba.NTClustering.save`).
+
+        Parameters
+        ----------
+        path : str or path-like
+
+        Returns
+        -------
+        path : str
+
+        Examples
+        --------
+        >>> import numpy as np, os, tempfile
+        >>> from distributed import Client, LocalCluster
+        >>> from ntnumba import load
+        >>> from ntnumba.dask import NTClustering
+        >>> X = np.random.default_rng(0).standard_normal((40, 4))
+        >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as c, \\
+        ...         Client(c):
+        ...     model = NTClustering(2, n_components=8, random_state=0).fit(X)
+        >>> path = model.save(os.path.join(tempfile.mkdtemp(), "m"))
+        >>> load(path).predict(X).shape
+        (40,)
+        """
+        return self._local().save(path)
