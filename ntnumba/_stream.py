@@ -205,17 +205,26 @@ class LocalBackend:
 # ---------------------------------------------------------------------------------------------
 # per-block functions (module level: the Dask backend ships them to the workers)
 # ---------------------------------------------------------------------------------------------
+def _stage1(Q, tau, nu, p, labels=None):
+    """Stage 1 under the rule of ``p``: ``(labels, sim, Y, scores, cost)``.
+
+    The graph rule keeps the given ``labels`` (its cluster's candidates only; ``scores`` is
+    None); the other rules assign (:func:`ntnumba.kernels.assign`).
+    """
+    if p.rule == "graph":
+        labels = np.asarray(labels, dtype=np.int64)
+        sim, Y, cost = _graph.restricted_stage1(Q, tau, nu, labels, p.lambda0, p.lambda1,
+                                                p.lambda_a)
+        return labels, sim, Y, None, cost
+    labels, sim, Y, scores, det = assign(Q, tau, nu, p.lambda0, p.lambda1, rule=p.rule,
+                                         lambda_a=p.lambda_a, return_details=True)
+    return labels, sim, Y, scores, det["cost"]
+
+
 def _blk_stage1(Xk, Yk, labels_k, A, tau, nu, p):
     """Stage 1 of one block and its Stage-2 sums: ``(Y, (labels, sim, cost, stats))``."""
     Q = _driver.compute_Q(Xk, A, p.learn_transform)
-    if p.rule == "graph":
-        lab = np.asarray(labels_k, dtype=np.int64)
-        sim, Y, cost = _graph.restricted_stage1(Q, tau, nu, lab, p.lambda0, p.lambda1,
-                                                p.lambda_a)
-    else:
-        lab, sim, Y, _, det = assign(Q, tau, nu, p.lambda0, p.lambda1, rule=p.rule,
-                                     lambda_a=p.lambda_a, return_details=True)
-        cost = det["cost"]
+    lab, sim, Y, _, cost = _stage1(Q, tau, nu, p, labels_k)
     st = _statistics(Q, np.ascontiguousarray(Y, dtype=Q.dtype), lab, sim,
                      np.asarray(tau, dtype=np.float64), np.asarray(nu, dtype=np.float64),
                      p.lambda0)
@@ -763,14 +772,8 @@ def _partial_fit(est, X, p, forget, first, from_fit):
 
     # ---- Stage 1 on the chunk with the current parameters
     Q = _driver.compute_Q(Xs, A, p.learn_transform)
-    if p.rule == "graph":
-        labels = _vote_ref(Q, ref, A, p, r_sh, seed, n_fixed)
-        sim, Y, cost = _graph.restricted_stage1(Q, tau, nu, labels, p.lambda0, p.lambda1,
-                                                p.lambda_a)
-    else:
-        labels, sim, Y, _, det = assign(Q, tau, nu, p.lambda0, p.lambda1, rule=p.rule,
-                                        lambda_a=p.lambda_a, return_details=True)
-        cost = det["cost"]
+    voted = _vote_ref(Q, ref, A, p, r_sh, seed, n_fixed) if p.rule == "graph" else None
+    labels, sim, Y, _, cost = _stage1(Q, tau, nu, p, voted)
 
     # ---- Stage 2: forgotten per-cluster sums; the nu ratio term from the chunk
     st = _statistics(Q, np.ascontiguousarray(Y, dtype=Q.dtype), labels, sim, t64, n64,
@@ -818,13 +821,8 @@ def _partial_fit(est, X, p, forget, first, from_fit):
 
     # ---- the chunk with the updated parameters: objective and labels (as MiniBatchKMeans)
     Q = _driver.compute_Q(Xs, A, p.learn_transform)
-    if p.rule == "graph":
-        labels = _vote_ref(Q, ref, A, p, r_sh, seed, n_fixed)
-        sim, Y, _ = _graph.restricted_stage1(Q, tau, nu, labels, p.lambda0, p.lambda1,
-                                             p.lambda_a)
-    else:
-        labels, sim, Y, scores = assign(Q, tau, nu, p.lambda0, p.lambda1, rule=p.rule,
-                                        lambda_a=p.lambda_a)
+    voted = _vote_ref(Q, ref, A, p, r_sh, seed, n_fixed) if p.rule == "graph" else None
+    labels, sim, Y, scores, _ = _stage1(Q, tau, nu, p, voted)
     obj = _driver.full_objective(Xs, A, Y, labels, sim, tau, nu, p, Q=Q)
     state = _driver.State(A=A, tau=tau, nu=nu, labels=labels, similarity_labels=sim,
                           objective_history=state.objective_history + [obj],
