@@ -693,28 +693,6 @@ def _si_from(b, g, v, ki, t2, lam, mask, cst, qbuf, h, r):
 
 
 @njit(cache=CACHE, error_model="numpy")
-def _fast_candidate(b, g, v, ki, t2, lam, mask, cst, qbuf):
-    """SI+ by fused passes (one pass per support iteration) for a single candidate.
-
-    ``mask`` and ``cst`` (length 5) are scratch of the dtype of ``b``. Returns as
-    :func:`_si_from`. The assignment kernel uses the batched form (:func:`_first_sums2`,
-    :func:`_check_pass2`) instead.
-    """
-    cst[0] = 0.0
-    cst[1] = 0.0
-    cst[2] = 0.0
-    cst[3] = 0.5
-    cst[4] = 1.0
-    (ch, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig,
-     dec) = _fused_pass(b, g, v, ki, t2, cst, mask)
-    ok, h, r = _level(np.float64(Vq), np.float64(Vg), np.float64(Vv), np.float64(Gq),
-                      np.float64(Gg), lam, qbuf)
-    if not ok:
-        return INVALID, np.inf, np.inf, 0.0, 0.0
-    return _si_from(b, g, v, ki, t2, lam, mask, cst, qbuf, h, r)
-
-
-@njit(cache=CACHE, error_model="numpy")
 def _settle(ok, h, r, ch, quad, ga, va, sig, free, lam, b, g, v, ki, t2, m, fmask, fcst,
             qbuf):
     """Status of a candidate after its batched passes: (status, R, sP, h, r).
