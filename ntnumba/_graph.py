@@ -48,7 +48,7 @@ DEFAULT_SHARED = (0, 1, 2, 4, 8, 16)
 _TIE = 1e-6
 
 
-def shared_directions(Q, r, *, labels=None, random_state=None):
+def shared_directions(Q, r, *, labels=None, random_state=None, return_sv=False):
     """Mean and the ``r`` leading principal directions of the rows of ``Q``.
 
     Returns ``(mean, V)`` with ``mean`` of shape (M,) and ``V`` of shape (r, M), orthonormal rows
@@ -57,13 +57,14 @@ def shared_directions(Q, r, *, labels=None, random_state=None):
     clusters; used once a partition exists (the learned A contracts the clusters, after which
     the leading directions of the total scatter separate clusters instead). Exact thin SVD when
     ``min(Q.shape)`` is small, otherwise a randomised SVD (seeded by ``random_state``).
+    With ``return_sv`` also the ``r`` singular values of the centred (scatter) matrix.
     """
     Q = np.asarray(Q, dtype=np.float64)
     mean = Q.mean(axis=0)
     M = Q.shape[1]
     r = int(min(r, max(min(Q.shape) - 1, 0)))
     if r <= 0:
-        return mean, np.zeros((0, M))
+        return (mean, np.zeros((0, M))) + ((np.zeros(0),) if return_sv else ())
     Qc = Q - mean
     if labels is not None:
         labels = np.asarray(labels)
@@ -71,11 +72,12 @@ def shared_directions(Q, r, *, labels=None, random_state=None):
             m = labels == c
             Qc[m] -= Qc[m].mean(axis=0)
     if min(Qc.shape) <= 600:
-        _, _, Vt = np.linalg.svd(Qc, full_matrices=False)
+        _, sv, Vt = np.linalg.svd(Qc, full_matrices=False)
     else:
         from sklearn.utils.extmath import randomized_svd
-        _, _, Vt = randomized_svd(Qc, r, n_iter=7, random_state=random_state)
-    return mean, np.ascontiguousarray(Vt[:r])
+        _, sv, Vt = randomized_svd(Qc, r, n_iter=7, random_state=random_state)
+    out = (mean, np.ascontiguousarray(Vt[:r]))
+    return out + (sv[:r],) if return_sv else out
 
 
 def remove_shared(Q, mean, V):
@@ -239,8 +241,7 @@ def graph_partition(Q, n_clusters, *, lambda1=0.03, n_neighbors=5, n_shared=DEFA
     # the leading 4 r_max + 1 directions give the rank when it is that small
     full = min(Q.shape[0] - 1, Q.shape[1])
     r_req = min(4 * max(cands) + 1, full)
-    mean, Vall = shared_directions(Q, r_req, random_state=seed)
-    sv = np.linalg.norm((Q - mean) @ Vall.T, axis=0) if Vall.shape[0] else np.zeros(0)
+    mean, Vall, sv = shared_directions(Q, r_req, random_state=seed, return_sv=True)
     rank = int(np.sum(sv > 1e-8 * sv[0])) if sv.size and sv[0] > 0 else 0
     if rank == Vall.shape[0]:
         rank = full  # at least r_req directions: the cap does not bind
