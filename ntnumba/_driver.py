@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ._graph import DEFAULT_SHARED, graph_init_tau, graph_partition, graph_stage1
+from ._parallel import matmul as _matmul
 from ._stage1 import assign, trusted_inputs
 from ._theta import data_terms, prior_up, theta_objective, update_theta
 from ._transform import _regulariser, _regulariser_sv, assignment_statistics, update_transform
@@ -79,7 +80,7 @@ def compute_Q(X, A, learn_transform):
     """Q = X A^T in the dtype of X (A = I: Q is X itself, no copy)."""
     if not learn_transform and A is None:
         return X
-    return np.ascontiguousarray(X @ A.T.astype(X.dtype, copy=False))
+    return _matmul(X, A.T.astype(X.dtype, copy=False))
 
 
 def full_objective(X, A, Y, labels, sim, tau, nu, p, Q=None, sv=None):

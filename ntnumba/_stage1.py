@@ -14,14 +14,14 @@ is the tau prior of Stage 2, so :func:`_solve_ratio` is written for generic inpu
 Precision: arrays are read in their own dtype (float32 or float64); every sum, the quartic and
 the returned scores are float64.
 """
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
 from numba import get_num_threads, njit
 
+from ._parallel import matmul as _matmul
+from ._parallel import run_blocks
 from ._quartic import CACHE, _largest_positive_root
 from ._validation import as_float_array, check_choice, check_scalar
 
@@ -898,22 +898,6 @@ def _assign_rows(start, stop, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0,
         slabels[i] = bc2
 
 
-_POOL = {}  # (pid, worker count) -> ThreadPoolExecutor of _assign_kernel
-_POOL_LOCK = threading.Lock()
-
-
-def _pool(nthreads):
-    """The executor with ``nthreads`` workers of this process (a forked child, whose copy of the
-    parent's executor has no threads, gets its own)."""
-    key = (os.getpid(), nthreads)
-    with _POOL_LOCK:
-        ex = _POOL.get(key)
-        if ex is None:
-            ex = _POOL[key] = ThreadPoolExecutor(max_workers=nthreads,
-                                                 thread_name_prefix="ntnumba-stage1")
-        return ex
-
-
 def _assign_kernel(Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj, rule,
                    safeguard, labels, slabels, Y, F, SP, status, nthreads):
     """All n x Cd x Cs candidates and the argmin assignment.
@@ -945,24 +929,7 @@ def _assign_kernel(Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj,
         _assign_rows(0, n, *args)
         return
     bounds = [(blk * n) // nblocks for blk in range(nblocks + 1)]
-    queue = iter(range(nblocks))
-    lock = threading.Lock()
-
-    def worker():
-        while True:
-            with lock:
-                b = next(queue, None)
-            if b is None:
-                return
-            _assign_rows(bounds[b], bounds[b + 1], *args)
-
-    # nthreads - 1 pool threads and this thread take blocks until none is left
-    futures = [_pool(nthreads - 1).submit(worker) for _ in range(nthreads - 1)]
-    try:
-        worker()
-    finally:
-        for f in futures:
-            f.result()
+    run_blocks(lambda start, stop: _assign_rows(start, stop, *args), bounds, nthreads)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1046,8 +1013,8 @@ def adjustment_term(Q, tau, nu, lambda_a):
     tau = np.asarray(tau, dtype=np.float64)
     nu = np.asarray(nu, dtype=np.float64)
     qq = np.einsum("ij,ij->i", Q, Q)
-    QT = Q @ tau.T
-    QN = Q @ nu.T
+    QTN = _matmul(Q, np.concatenate([tau, nu]).T)  # one product, split over the threads
+    QT, QN = QTN[:, :tau.shape[0]], QTN[:, tau.shape[0]:]
     TT = np.einsum("ij,ij->i", tau, tau)
     NN = np.einsum("ij,ij->i", nu, nu)
     TN = tau @ nu.T

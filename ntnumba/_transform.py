@@ -74,9 +74,9 @@ from scipy.linalg import qr as scipy_qr
 from scipy.linalg import solve_triangular
 from sklearn.utils import check_random_state
 
+from ._parallel import blas_limit as _blas_limit
+from ._parallel import matmul as _matmul
 from ._validation import as_float_array, check_choice, check_scalar
-
-_CONTROLLER = None
 
 
 def _serial_lapack():
@@ -89,14 +89,6 @@ def _serial_lapack():
     """
     return _blas_limit(1)
 
-
-def _blas_limit(n):
-    """Context limiting the BLAS libraries to ``n`` threads (threadpoolctl, one controller)."""
-    global _CONTROLLER
-    if _CONTROLLER is None:
-        from threadpoolctl import ThreadpoolController
-        _CONTROLLER = ThreadpoolController()
-    return _CONTROLLER.limit(limits=n, user_api="blas")
 
 __all__ = [
     "TransformStatistics",
@@ -279,12 +271,16 @@ def assignment_statistics(X, Y, tau, nu, labels, similarity_labels, lambda_a=1.0
     if gram is None:
         gram = X64.T @ X64
         gram = 0.5 * (gram + gram.T)
-    YX = np.zeros((M, N))
-    yy = 0.0
-    for s in range(0, n, chunk_size):
-        Yc = np.asarray(Y[s:s + chunk_size], dtype=np.float64)
-        YX += Yc.T @ X64[s:s + chunk_size]
-        yy += float(np.vdot(Yc, Yc))
+    if Y.dtype == np.float64:  # no conversion: one product, split over the threads
+        YX = _matmul(Y.T, X64)
+        yy = float(np.vdot(Y, Y))
+    else:
+        YX = np.zeros((M, N))
+        yy = 0.0
+        for s in range(0, n, chunk_size):
+            Yc = np.asarray(Y[s:s + chunk_size], dtype=np.float64)
+            YX += _matmul(Yc.T, X64[s:s + chunk_size])
+            yy += float(np.vdot(Yc, Yc))
     one1 = np.zeros((Cd, n))
     one1[labels, np.arange(n)] = 1.0
     one2 = np.zeros((Cs, n))
@@ -298,12 +294,16 @@ def assignment_statistics(X, Y, tau, nu, labels, similarity_labels, lambda_a=1.0
     cross /= w
     YX = None
     # <Y, T> = sum_c tau_c . sum_{j1 = c} y + sum_c nu_c . sum_{j2 = c} y
-    Ys1 = np.zeros((Cd, M))
-    Ys2 = np.zeros((Cs, M))
-    for s in range(0, n, chunk_size):
-        Yc = np.asarray(Y[s:s + chunk_size], dtype=np.float64)
-        Ys1 += one1[:, s:s + chunk_size] @ Yc
-        Ys2 += one2[:, s:s + chunk_size] @ Yc
+    if Y.dtype == np.float64:
+        Ys = _matmul(Y.T, np.vstack([one1, one2]).T)  # (M, Cd + Cs), split over the threads
+        Ys1, Ys2 = Ys[:, :Cd].T, Ys[:, Cd:].T
+    else:
+        Ys1 = np.zeros((Cd, M))
+        Ys2 = np.zeros((Cs, M))
+        for s in range(0, n, chunk_size):
+            Yc = np.asarray(Y[s:s + chunk_size], dtype=np.float64)
+            Ys1 += one1[:, s:s + chunk_size] @ Yc
+            Ys2 += one2[:, s:s + chunk_size] @ Yc
     yt = float(np.vdot(Ys1, tau) + np.vdot(Ys2, nu))
     counts = np.zeros((Cd, Cs))
     np.add.at(counts, (labels, sim), 1.0)
@@ -654,25 +654,28 @@ def _refine_weak(B, Vw, floor):
     return W, Vw
 
 
-def _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv):
+def _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored=False):
     """The exact step through ``B = Qb R`` (Householder) and the SVD of the N x N ``R``.
 
     ``U = Qb Ur`` is orthonormal to rounding in every direction, also where ``B`` is
     rank-deficient (there the Householder completion is one of the equally optimal choices).
     Cost at M = 2100, N = 500 (one thread): QR ~0.05 s, SVD of R ~0.04 s, one M x N x N product.
+    ``factored``: return ``(Qb, R, K, s')`` with ``A = Qb K`` instead (no M x N x N product).
     """
     with _serial_lapack():
         # scipy's economic QR (geqrf + orgqr): ~30% faster than numpy.linalg.qr here
         Qb, R = scipy_qr(B, mode="economic", check_finite=False)
         Ur, s, Vt = np.linalg.svd(R)
-    R = None
     sp = transform_singular_values(s, curvature(Vt.T), lambda2, lambda3, lambda4)
-    A = Qb @ ((Ur * sp) @ Vt)
+    K = (Ur * sp) @ Vt
+    if factored:
+        return Qb, R, K, sp
+    A = _matmul(Qb, K)
     return (A, sp) if return_sv else A
 
 
 def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, route="auto",
-                 info=None):
+                 info=None, factored=False):
     """Exact step: argmin_A c/2||A||^2 - <B, A> + R(A), through the N x N eigenproblem of B^T B.
 
     With ``gram`` given, ``c`` is ignored and the per-direction curvature
@@ -690,12 +693,12 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
     def curvature(Vx):
         if gram is None:
             return np.full(Vx.shape[1], float(c))
-        return np.einsum("ij,ij->j", Vx, gram @ Vx)
+        return np.einsum("ij,ij->j", Vx, _matmul(gram, Vx))
 
     if route == "qr":
         if info is not None:
             info["route"] = "qr"
-        return _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv)
+        return _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored)
     S = B.T @ B
     with _serial_lapack():
         w, V = np.linalg.eigh(S)
@@ -713,7 +716,7 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
         # many weak directions (the closed-form start on Ybar^T X of image data: ~465 of 500
         # at COIL size): the SVD through a Householder QR, B = Qb R, R = Ur diag(s) V^T, is
         # accurate in every direction and cheaper than re-resolving that many weak directions
-        return _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv)
+        return _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored)
 
     A = None
     sv = np.zeros(0)
@@ -723,7 +726,7 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
         sp = transform_singular_values(ss, curvature(Vs), lambda2, lambda3, lambda4)
         sv = sp
         H = (Vs * (sp / ss)) @ Vs.T  # A_strong = B Vs diag(s'/s) Vs^T = U_s diag(s') Vs^T
-        A = B @ H
+        A = _matmul(B, H)
         if np.any(weak):
             U_s = (B @ Vs) / ss
     if np.any(weak):
@@ -742,6 +745,8 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
         sv = np.concatenate([sv, spw])
         A_weak = Uw @ (spw[:, None] * Vw.T)
         A = A_weak if A is None else A + A_weak
+    if factored:
+        return None, None, A, sv
     return (A, sv) if return_sv else A
 
 
@@ -777,49 +782,66 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
     anyway), and the regulariser of a closed-form step comes from its singular values
     (:func:`_regulariser_sv`): a step costs ``A G``, ``B^T B``, one N x N ``eigh`` and ``B H``.
 
+    Reduced space. When the closed-form start goes through ``B0 = Qb R`` (the QR route, the
+    usual one for image data) and is the better start, every MM iterate stays in the span of
+    ``Qb``: with ``A = Qb K``, the surrogate's target is ``Qb (R - K (G - c I))``, and
+    ``<A G, A> = <K G, K>``, ``<B0, A> = <R, K>``, ``A^T A = K^T K``. The singular values of
+    ``A`` and ``K`` agree, and ``||A A^T - I||^2 = ||K K^T - I||^2 + M - N``. The steps then
+    work on N x N matrices (the same arithmetic, ``R`` in place of ``B0``), and ``A = Qb K`` is
+    formed once at the end.
+
     ``workspace`` (a dict, see :func:`update_transform`): read for ``lambda_max(G)`` of the same
-    ``G`` and for ``A_start G`` and the singular values of ``A_start`` when ``A_start`` is the
-    ``A`` it was written for; updated with those of the returned ``A``.
+    ``G`` and for ``<A_start G, A_start>`` and the singular values of ``A_start`` when
+    ``A_start`` is the ``A`` it was written for; updated with those of the returned ``A``.
     """
     G, B0 = stats.gram, stats.cross
     M = B0.shape[0]
     half_t = 0.5 * stats.target_sq
     ws = {} if workspace is None else workspace
 
-    def evaluate(A, AG, sv=None):
-        data = 0.5 * float(np.vdot(AG, A)) - float(np.vdot(B0, A)) + half_t
+    def regulariser(A, sv):
         if sv is None:
-            return data + _regulariser(A.T @ A, M, lambda2, lambda3, lambda4)
-        return data + _regulariser_sv(sv, M, lambda2, lambda3, lambda4)
+            return _regulariser(A.T @ A, M, lambda2, lambda3, lambda4)
+        return _regulariser_sv(sv, M, lambda2, lambda3, lambda4)
 
     candidates = []
     if init in ("best", "closed_form") or A_start is None:
         # the route that the start took last time (same kind of data: image data needs the
         # QR route, and knowing it saves the Gram and eigh of the "auto" route)
         info = {}
-        A_cf, sv = _closed_form(B0, None, lambda2, lambda3, lambda4, gram=G, return_sv=True,
-                                route=ws.get("start_route", "auto"), info=info)
+        Qb, R, K, sv = _closed_form(B0, None, lambda2, lambda3, lambda4, gram=G,
+                                    return_sv=True, route=ws.get("start_route", "auto"),
+                                    info=info, factored=True)
         ws["start_route"] = "qr" if info["route"] == "qr" else "auto"
-        AG_cf = A_cf @ G
-        candidates.append((evaluate(A_cf, AG_cf, sv), 0, A_cf, AG_cf, sv))
+        Bx = B0 if Qb is None else R  # the target in the space of K
+        KG = _matmul(K, G)
+        aga = float(np.vdot(KG, K))
+        f_cf = 0.5 * aga - float(np.vdot(Bx, K)) + half_t + regulariser(K, sv)
+        candidates.append((f_cf, 0, K, KG, aga, sv, Qb, Bx))
     if A_start is not None and init in ("best", "current"):
         if ws.get("A") is A_start and ws.get("G") is G:
-            AG_st, sv_st = ws["AG"], ws["sv"]
+            AG_st, aga, sv_st = None, ws["AGA"], ws["sv"]
         else:
-            AG_st, sv_st = A_start @ G, None
-        candidates.append((evaluate(A_start, AG_st, sv_st), 1, A_start, AG_st, sv_st))
-    f, _, A, AG, sv = min(candidates, key=lambda item: item[:2])
-    candidates = AG_cf = AG_st = A_cf = None  # the losing start's M x N arrays can go
-    for key in ("A", "AG", "sv"):
+            AG_st, sv_st = _matmul(A_start, G), None
+            aga = float(np.vdot(AG_st, A_start))
+        f_st = 0.5 * aga - float(np.vdot(B0, A_start)) + half_t + regulariser(A_start, sv_st)
+        candidates.append((f_st, 1, A_start, AG_st, aga, sv_st, None, B0))
+    f, _, A, AG, aga, sv, basis, Bx = min(candidates, key=lambda item: item[:2])
+    candidates = K = KG = AG_st = Qb = R = None  # the losing start's arrays can go
+    for key in ("A", "AGA", "sv"):
         ws.pop(key, None)
     history = [f]
 
-    def finish(A, AG, sv):
-        ws.update(A=A, AG=AG, sv=sv, G=G)
+    def finish(A, aga, sv):
+        if basis is not None:
+            A = _matmul(basis, A)
+        ws.update(A=A, AGA=aga, sv=sv, G=G)
         return A, history
 
     if n_steps == 0:
-        return finish(A, AG, sv)
+        return finish(A, aga, sv)
+    if AG is None:  # the current A won and its A G was not kept
+        AG = _matmul(A, G)
 
     if ws.get("G") is G and "c" in ws:
         c = ws["c"]
@@ -832,12 +854,14 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
 
     def step_from(Z, ZG):
         B = c * Z
-        B += B0
-        B -= ZG  # B = B0 - Z (G - c I): the surrogate of f at Z
+        B += Bx
+        B -= ZG  # B = Bx - Z (G - c I): the surrogate of f at Z
         A_new, sv = _closed_form(B, c, lambda2, lambda3, lambda4, return_sv=True)
         B = None
-        AG_new = A_new @ G
-        return A_new, AG_new, evaluate(A_new, AG_new, sv), sv
+        AG_new = _matmul(A_new, G)
+        aga = float(np.vdot(AG_new, A_new))
+        f_new = 0.5 * aga - float(np.vdot(Bx, A_new)) + half_t + regulariser(A_new, sv)
+        return A_new, AG_new, aga, f_new, sv
 
     def extrapolate(X1, X0, beta):
         out = X1 - X0
@@ -853,25 +877,25 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
         beta = (t - 1.0) / t_next if accelerate else 0.0
         if beta > 0.0:
             # FISTA-type extrapolation; kept only if it decreases f (else: restart)
-            A_try, AG_try, f_try, sv_try = step_from(extrapolate(A, A_prev, beta),
-                                                     extrapolate(AG, AG_prev, beta))
+            A_try, AG_try, aga_try, f_try, sv_try = step_from(extrapolate(A, A_prev, beta),
+                                                              extrapolate(AG, AG_prev, beta))
             if f_try <= f:
-                A_new, AG_new, f_new, sv_new = A_try, AG_try, f_try, sv_try
+                A_new, AG_new, aga_new, f_new, sv_new = A_try, AG_try, aga_try, f_try, sv_try
             else:
                 t_next = 1.0
             A_try = AG_try = None
         if A_new is None:
             # plain MM step from A: f(A_new) <= f(A) by the majorisation
-            A_new, AG_new, f_new, sv_new = step_from(A, AG)
+            A_new, AG_new, aga_new, f_new, sv_new = step_from(A, AG)
         history.append(f_new)
         if not f_new <= f:  # never accept an increase (rounding at convergence, or NaN)
             break
         decrease = f - f_new
         A_prev, AG_prev = A, AG
-        A, AG, f, t, sv = A_new, AG_new, f_new, t_next, sv_new
+        A, AG, aga, f, t, sv = A_new, AG_new, aga_new, f_new, t_next, sv_new
         if decrease <= tol * max(abs(f), np.finfo(np.float64).tiny):
             break
-    return finish(A, AG, sv)
+    return finish(A, aga, sv)
 
 
 def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, lambda4=16.0,
@@ -924,10 +948,10 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
         ``history[-2]`` then).
     workspace : dict, optional
         Carried from one call to the next by the alternating driver (batch variant, float64):
-        ``lambda_max(X^T X)`` is reused while ``stats.gram`` is the same array, and ``A G``
-        and the singular values of the returned ``A`` are reused when that ``A`` is the next
-        call's ``A`` (saves two M x N x N products and a Cholesky factor per call), as is the
-        route of the closed-form start. Updated in place; results are identical with or
+        ``lambda_max(X^T X)`` is reused while ``stats.gram`` is the same array, and
+        ``<A G, A>`` and the singular values of the returned ``A`` are reused when that ``A``
+        is the next call's ``A`` (saves an M x N x N product and a Cholesky factor per call),
+        as is the route of the closed-form start. Updated in place; results are identical with or
         without it up to rounding of the reused products.
 
     Returns

@@ -225,7 +225,7 @@ def test_closed_form_qr_route_rank_deficient(rank):
 
 
 def test_workspace_gives_the_same_iterates():
-    # the driver's workspace (lambda_max, A G and the singular values of the previous A) must
+    # the driver's workspace (lambda_max, <A G, A> and the singular values of the previous A) must
     # not change what the update computes: a chain of calls with and without it
     X, Ybar, A0 = _problem(7, n=40, N=5, M=8, scale_cols=np.logspace(0, -6, 5))
     kw = dict(lambda2=1.0, lambda3=2.0, lambda4=0.5, n_steps=2)
@@ -244,7 +244,7 @@ def test_workspace_gives_the_same_iterates():
         np.testing.assert_allclose(h_ws, h_plain, rtol=1e-10)
         assert ws["A"] is A_ws and ws["G"] is st.gram
         # the reused products are those of the returned A
-        np.testing.assert_allclose(ws["AG"], A_ws @ st.gram, rtol=1e-12, atol=1e-12)
+        assert ws["AGA"] == pytest.approx(np.vdot(A_ws @ st.gram, A_ws), rel=1e-12)
         np.testing.assert_allclose(np.sort(ws["sv"]), np.linalg.svd(A_ws, compute_uv=False)[::-1],
                                    rtol=1e-10)
         # and the objective of the next start equals transform_objective
@@ -286,6 +286,40 @@ def test_mm_step_is_the_row_convention_majoriser():
         A = update_transform(X, Ybar, A0, **_lam_kw(lams), n_steps=k, tol=0.0, init="current",
                              accelerate=False)
         np.testing.assert_allclose(A, ref[k], rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("rank", [None, 10])
+def test_mm_in_the_span_of_the_qr_start_equals_full_space_mm(rank):
+    # image-like X (column scales over 8 decades): the closed-form start takes the QR route,
+    # B0 = Qb R, and the MM steps run on N x N matrices K (A = Qb K). The iterates must equal
+    # the plain full-space MM with SVDs from the same start (tests/naive_transform.py).
+    rng = np.random.default_rng(11)
+    n, N, M = 100, 40, 50
+    X = rng.standard_normal((n, N)) * np.logspace(0, -8, N)
+    Ybar = rng.standard_normal((n, M)) * 2.0
+    if rank is not None:  # rank-deficient target: Householder completes Qb
+        Ybar = rng.standard_normal((n, rank)) @ rng.standard_normal((rank, M))
+    lams = (1.0, 2.0, 0.5)
+    G = X.T @ X
+    kw = dict(n_steps=0, init="closed_form", **_lam_kw(lams))
+    start = update_transform(X, Ybar, **kw)
+    if rank is None:
+        np.testing.assert_allclose(start, nv.closed_form_svd(Ybar.T @ X, None, *lams, gram=G),
+                                   rtol=1e-7, atol=1e-9 * np.abs(start).max())
+    # (rank-deficient: the completion of the start is any of equally good ones; from there
+    # the targets B_k have full rank and the iterates are unique)
+    ref = nv.mm_svd(X, Ybar, start, *lams, n_steps=3)
+    for k in range(4):
+        ws = {}
+        A, hist = update_transform(X, Ybar, **_lam_kw(lams), n_steps=k, tol=0.0,
+                                   init="closed_form", accelerate=False, workspace=ws,
+                                   return_history=True)
+        assert ws["start_route"] == "qr"
+        np.testing.assert_allclose(A, ref[k], rtol=1e-7, atol=1e-9 * np.abs(ref[k]).max())
+        assert hist[-1] == pytest.approx(transform_objective(A, X, Ybar, *lams), rel=1e-9)
+        assert ws["AGA"] == pytest.approx(np.vdot(A @ G, A), rel=1e-9)
+        np.testing.assert_allclose(np.sort(ws["sv"]), np.linalg.svd(A, compute_uv=False)[::-1],
+                                   rtol=1e-9)
 
 
 @pytest.mark.parametrize("accelerate", [False, True])

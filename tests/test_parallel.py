@@ -1,0 +1,75 @@
+"""The process's threads: block scheduling and the row-split products (ntnumba/_parallel.py)."""
+import threading
+
+import numba
+import numpy as np
+import pytest
+
+from ntnumba import _parallel
+from ntnumba._parallel import blas_limit, matmul, run_blocks
+
+
+@pytest.mark.parametrize("nthreads", [1, 2, 3, 8])
+def test_run_blocks_calls_every_block_once(nthreads):
+    bounds = [0, 3, 3, 10, 11, 20]
+    seen, lock = [], threading.Lock()
+
+    def fn(a, b):
+        with lock:
+            seen.append((a, b))
+
+    run_blocks(fn, bounds, nthreads)
+    assert sorted(seen) == list(zip(bounds[:-1], bounds[1:]))
+
+
+def test_run_blocks_raises_the_error_of_a_block():
+    def fn(a, b):
+        if a == 4:
+            raise ValueError("block 4")
+
+    with pytest.raises(ValueError, match="block 4"):
+        run_blocks(fn, [0, 2, 4, 6, 8], 2)
+
+
+@pytest.mark.parametrize("shape", [(700, 300, 90), (41, 2000, 300)])
+def test_matmul_split_equals_numpy(shape, monkeypatch):
+    n, k, m = shape
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, k))
+    b = rng.standard_normal((k, m))
+    ref = a @ b
+    calls = []
+    real = _parallel.run_blocks
+    monkeypatch.setattr(_parallel, "run_blocks", lambda *x: calls.append(1) or real(*x))
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        with blas_limit(1):
+            c = matmul(a, b)
+            ct = matmul(a.T.copy().T, b)  # a Fortran-ordered left factor
+            out = np.full((n, m), np.nan)
+            c_out = matmul(a, b, out=out)
+        split = numba.get_num_threads() > 1
+    finally:
+        numba.set_num_threads(old)
+    assert c.flags.c_contiguous and c_out is out
+    for x in (c, ct, c_out):
+        np.testing.assert_allclose(x, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+    assert len(calls) == (3 if split else 0)
+    # outside blas_limit(1) (BLAS threads unknown): one BLAS call, no split
+    calls.clear()
+    np.testing.assert_allclose(matmul(a, b), ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+    assert not calls
+
+
+def test_blas_limit_nests_and_restores():
+    from threadpoolctl import threadpool_info
+    before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    with blas_limit(1):
+        assert _parallel._SERIAL[0] == 1
+        with blas_limit(1):
+            assert _parallel._SERIAL[0] == 2
+        with blas_limit(2):
+            assert _parallel._SERIAL[0] == 1
+    assert _parallel._SERIAL[0] == 0
+    assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before
