@@ -198,8 +198,10 @@ def _iterate_body(X, state, p, rng, box, ws):
     if p.rule == "graph":  # clusters from the NT-similarity graph, then Stages 2-3 as usual
         labels, sim, Y, det = graph_stage1(Q, state, p, rng)
     else:
+        # only the winners are used: candidates that cannot win are skipped (exact)
         labels, sim, Y, _, det = assign(Q, state.tau, state.nu, p.lambda0, p.lambda1,
-                                        rule=p.rule, lambda_a=p.lambda_a, return_details=True)
+                                        rule=p.rule, lambda_a=p.lambda_a, return_details=True,
+                                        prune=True)
     tau, nu = update_theta(Q, Y, labels, sim, state.tau, state.nu, lambda0=p.lambda0,
                            lambda_a=p.lambda_a, lambda_e=p.lambda_e, cost=det["cost"])
     # the taus update_theta re-seeds: those without members

@@ -541,8 +541,10 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
                                                     labels, p.lambda0, p.lambda1, p.lambda_a)
             out = (labels, sim, Y, rscore[:, None])
             return out + ({"cost": cost},) if return_details else out
+        # only the winners' scores are used (predict, rejection): prune the others
         return assign(Q, self.dissimilarity_, self.similarity_, p.lambda0, p.lambda1,
-                      rule=p.rule, lambda_a=p.lambda_a, return_details=return_details)
+                      rule=p.rule, lambda_a=p.lambda_a, return_details=return_details,
+                      prune=True)
 
     # ------------------------------------------------------------------ inference
     def predict(self, X, reject=None):

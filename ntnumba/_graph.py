@@ -290,7 +290,7 @@ def restricted_stage1(Q, tau, nu, labels, lambda0, lambda1, lambda_a):
     for c in np.unique(labels):
         idx = np.flatnonzero(labels == c)
         _, s, Yc, _, det = assign(Q[idx], tau[c:c + 1], nu, lambda0, lambda1, rule="objective",
-                                  lambda_a=lambda_a, return_details=True)
+                                  lambda_a=lambda_a, return_details=True, prune=True)
         sim[idx] = s
         Y[idx] = Yc
         cost[idx] = det["cost"]

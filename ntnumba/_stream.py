@@ -217,7 +217,7 @@ def _stage1(Q, tau, nu, p, labels=None):
                                                 p.lambda_a)
         return labels, sim, Y, None, cost
     labels, sim, Y, scores, det = assign(Q, tau, nu, p.lambda0, p.lambda1, rule=p.rule,
-                                         lambda_a=p.lambda_a, return_details=True)
+                                         lambda_a=p.lambda_a, return_details=True, prune=True)
     return labels, sim, Y, scores, det["cost"]
 
 
@@ -288,7 +288,7 @@ def _blk_objective(Xk, Yk, labels_k, sim_k, A, tau, nu, p):
 def _blk_final(Xk, Yk, A, tau, nu, p):
     Q = _driver.compute_Q(Xk, A, p.learn_transform)
     lab, sim, _, scores = assign(Q, tau, nu, p.lambda0, p.lambda1, rule=p.rule,
-                                 lambda_a=p.lambda_a)
+                                 lambda_a=p.lambda_a, prune=True)
     return lab, sim, _best_scores(scores)
 
 

@@ -8,10 +8,13 @@ measured together much less. ``--json FILE`` also writes the raw numbers.
 
 What is measured (see ``docs/performance.md`` for a recorded run):
 
-* Stage 1 (:func:`ntnumba.kernels.assign`), Stage 2 (:func:`ntnumba.kernels.update_theta`),
-  Stage 3 (Stage-3 update as the driver calls it) and one full iteration (Stages 1-3 and the
-  objective, ``ntnumba._driver.iterate``), each at 1 and at all numba threads, float64;
-  Stage 1 also in float32 (and the share of identical assignments);
+* Stage 1 (:func:`ntnumba.kernels.assign`, every candidate evaluated), Stage 1 as the fit runs
+  it (``prune=True``: candidates whose lower bound exceeds the best score are skipped, same
+  assignment), Stage 2 (:func:`ntnumba.kernels.update_theta`), Stage 3 (Stage-3 update as the
+  driver calls it) and one full iteration (Stages 1-3 and the objective,
+  ``ntnumba._driver.iterate``), each at 1 and at all numba threads, float64; Stage 1 also in
+  float32 (and the share of identical assignments). The Stage-1 targets (speed-up, threads,
+  throughput, float32) are measured on the full evaluation;
 * the same iteration by the NumPy reference (``ntnumba._reference``), stage by stage;
 * Stage-1 throughput (candidate-coordinates per second) against a roof measured here: the rate
   at which a streaming NumPy kernel (a BLAS matrix-vector product over an L2-resident block)
@@ -124,6 +127,9 @@ def _stage_calls(X, p, st, Q, dtype=np.float64):
     return {
         "stage1": lambda: assign(Qd, st.tau, st.nu, p.lambda0, p.lambda1, rule=p.rule,
                                  lambda_a=p.lambda_a),
+        # as the fit runs it: candidates that cannot win are skipped (same assignment)
+        "stage1_pruned": lambda: assign(Qd, st.tau, st.nu, p.lambda0, p.lambda1, rule=p.rule,
+                                        lambda_a=p.lambda_a, prune=True),
         "stage2": lambda: update_theta(Q, Y, lab, sim, st.tau, st.nu, lambda0=p.lambda0,
                                        lambda_a=p.lambda_a, lambda_e=p.lambda_e,
                                        cost=det["cost"]),
@@ -403,7 +409,8 @@ def summary(res):
     rows = [
         ("full iteration (s, all threads)", full["iteration"], "<= 0.3 (goal 0.1)",
          full["iteration"] <= 0.3),
-        ("Stage 1 (s)", full["stage1"], "", None),
+        ("Stage 1, every candidate (s)", full["stage1"], "", None),
+        ("Stage 1 as the fit runs it, prune=True (s)", full["stage1_pruned"], "", None),
         ("Stage 2 (s)", full["stage2"], "", None),
         ("Stage 3 (s)", full["stage3"], "", None),
         ("Stage 1 speed-up vs NumPy reference", ref["stage1"] / full["stage1"], ">= 50",

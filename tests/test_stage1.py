@@ -247,6 +247,82 @@ def test_assign_recovers_planted_clusters():
     assert np.mean(sim == sim_truth) >= 0.9
 
 
+def _planted(seed, C=5, M=60, per=12, Cs=2, noise=0.5):
+    rng = np.random.default_rng(seed)
+    tau = 2.0 * rng.standard_normal((C, M))
+    nu = rng.standard_normal((Cs, M))
+    truth = np.repeat(np.arange(C), per)
+    Q = tau[truth] + nu[rng.integers(0, Cs, truth.size)] \
+        + noise * rng.standard_normal((truth.size, M))
+    return Q, tau, nu
+
+
+def test_assign_lower_bound_holds_for_every_candidate():
+    # the bound behind prune=True: F >= ||q||^2/2 - sum_j max(|q_j| - lambda1, 0)^2 / (2 k_j),
+    # checked against the candidates' objectives of the enumeration reference (no pruning)
+    for Q, tau, nu in (_problem(6, 7, 3, 2, seed=21), _planted(22, M=9, per=2)):
+        for lam0 in (LAM, 0.5, 3.0):
+            ref = naive.assign_loop(Q, tau, nu, lam0, LAM, "objective", 0.7,
+                                    naive.candidate_enum)
+            scores = ref[3]
+            adj = 0.35 * ((Q[:, None, None, :] - tau[None, :, None, :]
+                           - nu[None, None, :, :]) ** 2).sum(-1)
+            b = np.maximum(np.abs(Q) - LAM, 0.0)
+            k = 1.0 + 2.0 * lam0 * tau ** 2
+            lb = 0.5 * (Q ** 2).sum(1)[:, None] - 0.5 * (b ** 2) @ (1.0 / k).T
+            finite = np.isfinite(scores)
+            assert finite.any()
+            assert np.all((scores - adj - lb[:, :, None])[finite] >= -1e-9)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("case", ["random", "planted", "ties", "invalid"])
+def test_assign_prune_equals_full_evaluation(case, dtype):
+    if case == "random":
+        Q, tau, nu = _problem(40, 30, 4, 3, seed=23)
+    elif case == "planted":
+        Q, tau, nu = _planted(24, Cs=3)
+    elif case == "ties":  # duplicated parameters: equal scores, the first pair must win
+        Q, tau, nu = _planted(25, C=3, per=8)
+        tau = np.vstack([tau, tau[::-1]])
+        nu = np.vstack([nu, nu])
+    else:  # every (c1, 0) candidate invalid, and one sample with no valid candidate
+        Q, tau, nu = _planted(26, C=3, per=8)
+        nu[0] = 0.0
+        Q[0] = 0.001
+    Q = Q.astype(dtype)
+    full = assign(Q, tau, nu, LAM, LAM, lambda_a=0.7, return_details=True)
+    pruned = assign(Q, tau, nu, LAM, LAM, lambda_a=0.7, return_details=True, prune=True)
+    np.testing.assert_array_equal(pruned[0], full[0])
+    np.testing.assert_array_equal(pruned[1], full[1])
+    np.testing.assert_allclose(pruned[2], full[2], rtol=1e-6 if dtype == np.float32 else 1e-12,
+                               atol=0)
+    np.testing.assert_allclose(pruned[4]["cost"], full[4]["cost"], rtol=1e-12)
+    st = pruned[4]["status"]
+    skipped = st == _stage1_mod().PRUNED
+    # skipped candidates report +inf and could not have won; the others equal the full run
+    assert np.all(np.isinf(pruned[3][skipped]))
+    np.testing.assert_allclose(pruned[3][~skipped], full[3][~skipped], rtol=1e-12)
+    np.testing.assert_array_equal(st[~skipped], full[4]["status"][~skipped])
+    best = full[3].reshape(len(Q), -1).min(1)
+    assert np.all(full[3][skipped] >= best[np.nonzero(skipped)[0]])
+    if case == "planted":
+        assert skipped.mean() > 0.5  # the bound does prune on clustered data
+
+
+def _stage1_mod():
+    from ntnumba import _stage1
+    return _stage1
+
+
+def test_assign_prune_is_ignored_for_the_paper_rule():
+    Q, tau, nu = _planted(27)
+    full = assign(Q, tau, nu, LAM, LAM, rule="paper")
+    pruned = assign(Q, tau, nu, LAM, LAM, rule="paper", prune=True)
+    for a, b in zip(full, pruned):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_assign_argument_errors():
     Q, tau, nu = _problem(3, 5, 2, 1, seed=16)
     with pytest.raises(ValueError, match="rule: expected one of"):

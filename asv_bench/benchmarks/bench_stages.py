@@ -11,11 +11,16 @@ class Stage1(Threads):
     def setup(self, size, threads, dtype):
         warm_up()
         self.f = stage1_input(size, dtype)
+        self.g = stage1_input(size, dtype, "stage1_pruned")
         self.f()  # compiled for this size's shapes/dtype before timing
         self.set_threads(threads)
 
     def time_assign(self, size, threads, dtype):
         self.f()
+
+    def time_assign_pruned(self, size, threads, dtype):
+        """As the fit runs it: ``prune=True`` skips candidates that cannot win."""
+        self.g()
 
 
 class _Stage(Threads):

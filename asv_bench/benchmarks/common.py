@@ -43,10 +43,10 @@ def stage_inputs(size):
 
 
 @functools.lru_cache(maxsize=None)
-def stage1_input(size, dtype):
+def stage1_input(size, dtype, which="stage1"):
     from ntnumba.bench import _stage_calls
     X, y, p, st, Q = problem(size)
-    return _stage_calls(X, p, st, Q, np.dtype(dtype))["stage1"]
+    return _stage_calls(X, p, st, Q, np.dtype(dtype))[which]
 
 
 def warm_up():
