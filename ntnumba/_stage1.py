@@ -770,6 +770,11 @@ def _assign_rows(start, stop, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0,
     fmask = np.empty(M, dtype=dt)
     a = np.empty(M)
     work = np.empty((2, M))
+    # float64 inputs of the generic solver (rare path): one compiled _solve_ratio for both dtypes
+    b64 = np.empty(M)
+    g64 = np.empty(M)
+    v64 = np.empty(M)
+    k64 = np.empty(M)
     ywin = np.empty(M)
     mask = np.empty(M, dtype=np.bool_)
     qbuf = np.empty(8)
@@ -900,7 +905,12 @@ def _assign_rows(start, stop, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0,
                     sp = psp[t]
                     fast = st == OK
                     if not fast:
-                        st, R = _solve_ratio(b, g, v, k, lam0, a, mask, work, qbuf,
+                        for j in range(M):
+                            b64[j] = b[j]
+                            g64[j] = g[j]
+                            v64[j] = v[j]
+                            k64[j] = k[j]
+                        st, R = _solve_ratio(b64, g64, v64, k64, lam0, a, mask, work, qbuf,
                                              safeguard)
                         if st != INVALID:
                             ga = 0.0
