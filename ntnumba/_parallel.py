@@ -72,6 +72,36 @@ def run_blocks(fn, bounds, nthreads):
             raise err
 
 
+class _Done:
+    """A finished call with the interface of a future (``result()``)."""
+
+    def __init__(self, fn, args):
+        self._value = fn(*args)
+
+    def result(self):
+        return self._value
+
+
+def background(fn, *args):
+    """Start ``fn(*args)`` on a pool thread while this thread goes on; returns a future.
+
+    Only inside :func:`blas_limit` with one BLAS thread and with more than one numba thread
+    (two single-thread LAPACK calls then share the cores); otherwise ``fn`` runs here, now.
+    Call ``result()`` before leaving the ``blas_limit`` context.
+    """
+    if _SERIAL[0] > 0 and get_num_threads() > 1:
+        return pool(get_num_threads() - 1).submit(fn, *args)
+    return _Done(fn, args)
+
+
+def run_ranges(fn, n, blocks_per_thread=4):
+    """``fn(start, stop)`` over ``range(n)`` cut into ``blocks_per_thread`` blocks per numba
+    thread, run by :func:`run_blocks` (``fn`` should release the GIL)."""
+    nthreads = get_num_threads()
+    nblocks = max(1, min(n, blocks_per_thread * nthreads))
+    run_blocks(fn, [(b * n) // nblocks for b in range(nblocks + 1)], nthreads)
+
+
 @contextmanager
 def blas_limit(n):
     """Context limiting the BLAS libraries to ``n`` threads (threadpoolctl, one controller).

@@ -73,3 +73,23 @@ def test_blas_limit_nests_and_restores():
             assert _parallel._SERIAL[0] == 1
     assert _parallel._SERIAL[0] == 0
     assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before
+
+
+def test_background_runs_on_a_pool_thread_only_inside_blas_limit_1():
+    where = []
+
+    def fn(x):
+        where.append(threading.current_thread() is threading.main_thread())
+        return 2 * x
+
+    assert _parallel.background(fn, 3).result() == 6
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        with blas_limit(1):
+            assert _parallel.background(fn, 4).result() == 8
+        split = numba.get_num_threads() > 1
+    finally:
+        numba.set_num_threads(old)
+    assert where == [True, not split]
+
