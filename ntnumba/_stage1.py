@@ -22,7 +22,7 @@ from numba import get_num_threads, njit
 
 from ._parallel import matmul as _matmul
 from ._parallel import run_blocks
-from ._quartic import CACHE, _largest_positive_root
+from ._quartic import CACHE, _internal, _largest_positive_root
 from ._validation import as_float_array, check_choice, check_scalar
 
 # Inside an iteration of the driver, Q and Y are the kernels' own outputs (from an X validated
@@ -71,7 +71,7 @@ _GOLDEN = 40         # golden-section steps refining the best grid point
 _REFINE = 3          # local minima of the safeguard's grid that are refined
 
 
-@njit(cache=CACHE, error_model="numpy")
+@_internal()
 def _support_sums(b, g, v, k, mask):
     Vq = 0.0
     Vg = 0.0
@@ -91,7 +91,7 @@ def _support_sums(b, g, v, k, mask):
     return Vq, Vg, Vv, Gq, Gg
 
 
-@njit(cache=CACHE, error_model="numpy")
+@_internal()
 def _eval_reduced(b, g, v, k, lam, a):
     """R(a) for a given a >= 0, and (g.a, v.a); +inf when v.a == 0."""
     quad = 0.0
@@ -108,7 +108,7 @@ def _eval_reduced(b, g, v, k, lam, a):
     return quad + lam * ga / va, ga, va
 
 
-@njit(cache=CACHE, error_model="numpy")
+@_internal()
 def _support_iteration(b, g, v, k, lam, a, mask, from_mask, qbuf):
     """SI+ of algorithm.md. Returns (status, R) and leaves the minimiser in ``a``.
 
@@ -154,7 +154,7 @@ def _support_iteration(b, g, v, k, lam, a, mask, from_mask, qbuf):
     return INVALID, np.inf
 
 
-@njit(cache=CACHE, error_model="numpy")
+@_internal()
 def _va_of(b, g, v, k, lh, mu):
     s = 0.0
     for j in range(b.shape[0]):
@@ -165,7 +165,7 @@ def _va_of(b, g, v, k, lh, mu):
     return s
 
 
-@njit(cache=CACHE, error_model="numpy")
+@_internal()
 def _inner_fixed_h(b, g, v, k, lam, h, a):
     """Exact minimiser of R over {a >= 0, v.a = h} (a convex problem); returns R there.
 
@@ -198,13 +198,13 @@ def _inner_fixed_h(b, g, v, k, lam, h, a):
     return R
 
 
-@njit(cache=CACHE, error_model="numpy")
+@_internal()
 def _grid_h(lhlo, m):
     """Grid point m of the safeguard: log h = lhlo + m * (9 ln 10 / (_GRID - 1))."""
     return np.exp(lhlo + m * (9.0 * np.log(10.0) / (_GRID - 1)))
 
 
-@njit(cache=CACHE, error_model="numpy")
+@_internal()
 def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
     """Coarse grid over h = v.a with the exact inner problem, then, for each of the
     ``_REFINE`` lowest local minima of the grid: golden-section refinement of h, and SI+ from
@@ -286,7 +286,7 @@ def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
     return OK_SAFEGUARD, bestR
 
 
-@njit(cache=CACHE, error_model="numpy")
+@_internal()
 def _golden_h(b, g, v, k, lam, lhlo, mbest, Rbest, a):
     """Golden-section refinement of log h between the neighbours of grid point ``mbest``."""
     lo = np.log(_grid_h(lhlo, mbest - 1))
@@ -314,7 +314,7 @@ def _golden_h(b, g, v, k, lam, lhlo, mbest, Rbest, a):
     return hbest, fbest
 
 
-@njit(cache=CACHE, error_model="numpy")
+@_internal()
 def _limit_at_zero(b, g, v, k, lam):
     """Infimum of R approached as v.a -> 0 (algorithm.md: 'the infimum only reached as y -> 0').
 
@@ -333,7 +333,7 @@ def _limit_at_zero(b, g, v, k, lam):
     return dec + lam * rmin
 
 
-@njit(cache=CACHE, error_model="numpy")
+@_internal()
 def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
     """Minimise R(a) = sum(k a^2/2 - b a) + lam g.a/v.a over a >= 0 (k > 0, g, v >= 0).
 
@@ -370,7 +370,7 @@ def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
     return st, R
 
 
-@njit(cache=CACHE, error_model="numpy")
+@_internal()
 def _fill_candidate_inputs(q, tpos, tneg, tsq, npos, nneg, lam0, lam1, b, g, v, k):
     for j in range(q.shape[0]):
         qj = q[j]
@@ -387,7 +387,7 @@ def _fill_candidate_inputs(q, tpos, tneg, tsq, npos, nneg, lam0, lam1, b, g, v, 
         k[j] = 1.0 + 2.0 * lam0 * tsq[j]
 
 
-@njit(cache=CACHE, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _candidate_scalar(q, tau, nu, lam0, lam1, safeguard):
     M = q.shape[0]
     b = np.empty(M)
@@ -420,7 +420,7 @@ def _candidate_scalar(q, tau, nu, lam0, lam1, safeguard):
 _FM = {"reassoc", "contract", "nsz", "arcp"}
 
 
-@njit(fastmath=_FM, cache=CACHE, error_model="numpy")
+@_internal(fastmath=_FM)
 def _fused_pass(b, g, v, ki, t2, cst, mask):
     """One pass of SI+ with everything the next step needs, branch-free.
 
@@ -481,7 +481,7 @@ def _fused_pass(b, g, v, ki, t2, cst, mask):
 # arithmetic, 8 or 16 lanes per vector); ``zero``/``cst`` carry typed constants so that no
 # float64 literal promotes the loop. Sums are returned in that dtype and widened by the caller.
 
-@njit(fastmath=_FM, cache=CACHE, error_model="numpy")
+@_internal(fastmath=_FM)
 def _first_sums2(w, m, sg, tp, tn, g, ki, v0, v1, zero):
     """Support sums of the first SI+ pass for the two candidates ``(c1, c2)``, ``(c1, c2 + 1)``.
 
@@ -519,7 +519,7 @@ def _first_sums2(w, m, sg, tp, tn, g, ki, v0, v1, zero):
     return Gq, Gg, Vq0, Vg0, Vv0, Vq1, Vg1, Vv1
 
 
-@njit(fastmath=_FM, cache=CACHE, error_model="numpy")
+@_internal(fastmath=_FM)
 def _first_sums1(w, m, sg, tp, tn, g, ki, v0, zero):
     """:func:`_first_sums2` for one candidate: (Gq, Gg, Vq, Vg, Vv)."""
     Gq = zero
@@ -544,7 +544,7 @@ def _first_sums1(w, m, sg, tp, tn, g, ki, v0, zero):
     return Gq, Gg, Vq0, Vg0, Vv0
 
 
-@njit(fastmath=_FM, cache=CACHE, error_model="numpy")
+@_internal(fastmath=_FM)
 def _check_pass2(b, m, g, ki, t2, v0, v1, cst):
     """Second SI+ pass of two candidates from the first support S0 = {b > 0} (``m = [b > 0]``).
 
@@ -607,7 +607,7 @@ def _check_pass2(b, m, g, ki, t2, v0, v1, cst):
     return ch0, q0, ga0, va0, s0, d0, ch1, q1, ga1, va1, s1, d1
 
 
-@njit(fastmath=_FM, cache=CACHE, error_model="numpy")
+@_internal(fastmath=_FM)
 def _check_pass1(b, m, g, ki, t2, v0, cst):
     """:func:`_check_pass2` for one candidate: (ch, quad, ga, va, sig, free)."""
     lh0 = cst[0]
@@ -641,7 +641,7 @@ def _check_pass1(b, m, g, ki, t2, v0, cst):
     return ch0, q0, ga0, va0, s0, d0
 
 
-@njit(cache=CACHE, error_model="numpy")
+@_internal()
 def _level(Vq, Vg, Vv, Gq, Gg, lam, qbuf):
     """(ok, h, r) of the quartic on one support's sums; ok False when SI+ cannot continue."""
     if Vv <= 0.0:
@@ -661,7 +661,7 @@ def _level(Vq, Vg, Vv, Gq, Gg, lam, qbuf):
     return True, h, r
 
 
-@njit(cache=CACHE, error_model="numpy")
+@_internal()
 def _si_from(b, g, v, ki, t2, lam, mask, cst, qbuf, h, r):
     """SI+ continued by fused passes from the level (h, r) with the support in ``mask``.
 
@@ -693,7 +693,7 @@ def _si_from(b, g, v, ki, t2, lam, mask, cst, qbuf, h, r):
     return INVALID, np.inf, np.inf, 0.0, 0.0
 
 
-@njit(cache=CACHE, error_model="numpy")
+@_internal()
 def _settle(ok, h, r, ch, quad, ga, va, sig, free, lam, b, g, v, ki, t2, m, fmask, fcst,
             qbuf):
     """Status of a candidate after its batched passes: (status, R, sP, h, r).
@@ -717,14 +717,14 @@ def _settle(ok, h, r, ch, quad, ga, va, sig, free, lam, b, g, v, ki, t2, m, fmas
     return _si_from(b, g, v, ki, t2, lam, fmask, fcst, qbuf, h, r)
 
 
-@njit(cache=CACHE, error_model="numpy")
+@_internal()
 def _write_a(b, g, v, ki, lh, r, a):
     for j in range(b.shape[0]):
         t = (b[j] - lh * (g[j] - r * v[j])) * ki[j]
         a[j] = t if t > 0.0 else 0.0
 
 
-@njit(cache=CACHE, error_model="numpy")
+@_internal()
 def _gather(q, P, N, out):
     """out_j = P_j where q_j > 0, N_j where q_j < 0, 0 where q_j = 0 (the sign part of q)."""
     for j in range(q.shape[0]):
@@ -732,7 +732,7 @@ def _gather(q, P, N, out):
         out[j] = P[j] if qj > 0.0 else (N[j] if qj < 0.0 else 0.0)
 
 
-@njit(fastmath=_FM, cache=CACHE, error_model="numpy")
+@_internal(fastmath=_FM)
 def _bound_sum(w, ki, zero):
     """sum_j w_j^2 / k_j: ``-1/2`` of it bounds the reduced objective R from below."""
     acc = zero
@@ -742,7 +742,7 @@ def _bound_sum(w, ki, zero):
     return acc
 
 
-@njit(nogil=True, cache=CACHE, error_model="numpy")
+@njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _assign_rows(start, stop, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj,
                  rule, safeguard, prune, labels, slabels, Y, F, SP, status):
     """Samples ``start:stop`` of :func:`_assign_kernel`, with their own scratch (serial,

@@ -53,9 +53,10 @@ Precision: Q and Y are read in their own dtype (float32 or float64); tau, nu, ev
 objective value are float64; the returned tau and nu have the dtype of Q.
 """
 import numpy as np
-from numba import njit, prange
+from numba import get_num_threads, njit
 
-from ._quartic import CACHE
+from ._parallel import run_blocks, run_ranges
+from ._quartic import CACHE, _internal
 from ._stage1 import INVALID, _as_float_2d, _solve_ratio
 from ._validation import as_float_array, check_scalar
 
@@ -79,7 +80,7 @@ TAU_NO_PRIOR = -4     # the minimiser of the data terms where the prior is absen
 # numba kernels
 # --------------------------------------------------------------------------------------------
 
-@njit(fastmath=_FMR, cache=CACHE, error_model="numpy")
+@_internal(fastmath=_FMR)
 def _rho_sigma(y, z):
     """(rho(y, z), sigma(y, z)) in float64."""
     r = 0.0
@@ -91,7 +92,7 @@ def _rho_sigma(y, z):
     return r, s
 
 
-@njit(fastmath=_FMR, cache=CACHE, error_model="numpy")
+@njit(fastmath=_FMR, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _rho(y, z):
     r = 0.0
     for j in range(y.shape[0]):
@@ -99,7 +100,7 @@ def _rho(y, z):
     return r
 
 
-@njit(cache=CACHE, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _prior_eval(y, tau, nu, skip_tau, skip_nu):
     """f_c(y, theta without (skip_tau, skip_nu)) and its active pair.
 
@@ -134,7 +135,7 @@ def _prior_eval(y, tau, nu, skip_tau, skip_nu):
     return best, c1b, c2b
 
 
-@njit(cache=CACHE, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _prior_terms(tau, nu, out):
     """out[p] = f_c of parameter p: taus first (p < Cd), then nus.
 
@@ -150,11 +151,12 @@ def _prior_terms(tau, nu, out):
         out[p] = val
 
 
-@njit(parallel=True, fastmath=_FMR, cache=CACHE, error_model="numpy")
-def _sample_terms(Q, Y, tau, nu, labels, slabels, out):
-    """Per sample: ||q - tau_j1 - nu_j2||^2, rho(y, tau_j1), rho(y, nu_j2), sigma(y, tau_j1)."""
-    n, M = Q.shape
-    for i in prange(n):
+@njit(nogil=True, fastmath=_FMR, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
+def _sample_terms(start, stop, Q, Y, tau, nu, labels, slabels, out):
+    """Per sample ``i`` in ``start:stop``: ||q - tau_j1 - nu_j2||^2, rho(y, tau_j1),
+    rho(y, nu_j2), sigma(y, tau_j1)."""
+    M = Q.shape[1]
+    for i in range(start, stop):
         c1 = labels[i]
         c2 = slabels[i]
         d2 = 0.0
@@ -180,18 +182,17 @@ def _sample_terms(Q, Y, tau, nu, labels, slabels, out):
         out[i, 3] = sg
 
 
-@njit(parallel=True, fastmath=_FMR, cache=CACHE, error_model="numpy")
-def _group_sums(Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
+@njit(nogil=True, fastmath=_FMR, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
+def _group_sums(start, stop, Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
     """Per group g (rows order[offsets[g]:offsets[g+1]]): sums of q, ||q||^2, w y+, w y-, y^2.
 
-    prange over (group, column block) tasks; each task accumulates locally and writes only its
-    own block of its group's rows of the outputs; ``qq[g, block]`` holds the block's part of
-    ``||q||^2`` (the caller sums over blocks).
+    Tasks ``start:stop`` of the ``(group, column block)`` tasks; each task accumulates locally
+    and writes only its own block of its group's rows of the outputs; ``qq[g, block]`` holds the
+    block's part of ``||q||^2`` (the caller sums over blocks).
     """
-    G = offsets.shape[0] - 1
     M = Q.shape[1]
     nb = (M + _BS - 1) // _BS
-    for t in prange(G * nb):
+    for t in range(start, stop):
         g = t // nb
         j0 = (t % nb) * _BS
         j1 = min(M, j0 + _BS)
@@ -223,16 +224,9 @@ def _group_sums(Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
         qq[g, t % nb] = s_qq
 
 
-@njit(parallel=True, cache=CACHE, error_model="numpy")
-def _rho_rows(Y, rows, Z, zidx, out):
-    """out[r] = rho(Y[rows[r]], Z[zidx[r]])."""
-    for r in prange(rows.shape[0]):
-        out[r] = _rho(Y[rows[r]], Z[zidx[r]])
-
-
-@njit(fastmath=_FMR, cache=CACHE, error_model="numpy")
+@_internal(fastmath=_FMR)
 def _rho_row2(Y, rows, z1, z2, out1, out2, r):
-    """Row r of :func:`_rho_rows2` (shared by the parallel and the serial kernel)."""
+    """Row r of :func:`_rho_rows2_s`."""
     i = rows[r]
     s1 = 0.0
     s2 = 0.0
@@ -244,16 +238,9 @@ def _rho_row2(Y, rows, z1, z2, out1, out2, r):
     out2[r] = s2
 
 
-@njit(parallel=True, fastmath=_FMR, cache=CACHE, error_model="numpy")
-def _rho_rows2(Y, rows, z1, z2, out1, out2):
-    """out1[r] = rho(Y[rows[r]], z1), out2[r] = rho(Y[rows[r]], z2): one read of each row."""
-    for r in prange(rows.shape[0]):
-        _rho_row2(Y, rows, z1, z2, out1, out2, r)
-
-
-@njit(fastmath=_FMR, cache=CACHE, error_model="numpy")
+@_internal(fastmath=_FMR)
 def _colsum_block(Y, rows, w, pos, neg, t):
-    """Column block t of :func:`_weighted_signed_colsum` (shared by both kernels)."""
+    """Column block t of :func:`_weighted_signed_colsum`."""
     M = Y.shape[1]
     j0 = t * _BS
     j1 = min(M, j0 + _BS)
@@ -276,42 +263,57 @@ def _colsum_block(Y, rows, w, pos, neg, t):
         neg[j0 + jj] = s_m[jj]
 
 
-@njit(parallel=True, fastmath=_FMR, cache=CACHE, error_model="numpy")
-def _weighted_signed_colsum(Y, rows, w, pos, neg):
-    """pos = sum_r w_r Y[rows[r]]+, neg = sum_r w_r Y[rows[r]]- (prange over column blocks)."""
-    nb = (Y.shape[1] + _BS - 1) // _BS
-    for t in prange(nb):
-        _colsum_block(Y, rows, w, pos, neg, t)
-
-
-# Serial twins of the three row kernels above, for the small calls of the nu steps: a parallel
-# region costs a wake-up of the other threads, which on a shared machine (a thread without a
-# free core) is a scheduler quantum, far more than the ~1-3 ms of work at COIL size (measured:
-# Stage 2 0.07 s on one thread, 0.23 s on two with the second core busy). Same arithmetic,
-# same results (tests/test_theta.py); chosen by size (_rows_kernels), never by thread count.
+# The row kernels of the nu steps: serial compiled kernels without the GIL (the ``_s``
+# versions), and their parallel forms, which cut the rows (or column blocks) into blocks run on
+# Python threads (ntnumba/_parallel.py). Small calls stay serial: waking another thread costs,
+# on a shared machine (a thread without a free core), a scheduler quantum, far more than the
+# ~1-3 ms of work at COIL size (measured: Stage 2 0.07 s on one thread, 0.23 s on two with the
+# second core busy). Same arithmetic, same results (tests/test_theta.py); chosen by size
+# (_rows_kernels), never by thread count.
 _SERIAL_MAX = 1 << 22  # rows x M up to which the row kernels run serially
 
 
-@njit(cache=CACHE, error_model="numpy")
+@njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _rho_rows_s(Y, rows, Z, zidx, out):
-    """Serial :func:`_rho_rows`."""
+    """out[r] = rho(Y[rows[r]], Z[zidx[r]])."""
     for r in range(rows.shape[0]):
         out[r] = _rho(Y[rows[r]], Z[zidx[r]])
 
 
-@njit(fastmath=_FMR, cache=CACHE, error_model="numpy")
+@njit(nogil=True, fastmath=_FMR, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _rho_rows2_s(Y, rows, z1, z2, out1, out2):
-    """Serial :func:`_rho_rows2`."""
+    """out1[r] = rho(Y[rows[r]], z1), out2[r] = rho(Y[rows[r]], z2): one read of each row."""
     for r in range(rows.shape[0]):
         _rho_row2(Y, rows, z1, z2, out1, out2, r)
 
 
-@njit(fastmath=_FMR, cache=CACHE, error_model="numpy")
-def _weighted_signed_colsum_s(Y, rows, w, pos, neg):
-    """Serial :func:`_weighted_signed_colsum` (the same column blocks, in order)."""
-    nb = (Y.shape[1] + _BS - 1) // _BS
-    for t in range(nb):
+@njit(nogil=True, fastmath=_FMR, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
+def _colsum_blocks(Y, rows, w, pos, neg, t0, t1):
+    """Column blocks ``t0:t1`` of :func:`_weighted_signed_colsum`."""
+    for t in range(t0, t1):
         _colsum_block(Y, rows, w, pos, neg, t)
+
+
+def _weighted_signed_colsum_s(Y, rows, w, pos, neg):
+    """pos = sum_r w_r Y[rows[r]]+, neg = sum_r w_r Y[rows[r]]- (column blocks in order)."""
+    _colsum_blocks(Y, rows, w, pos, neg, 0, (Y.shape[1] + _BS - 1) // _BS)
+
+
+def _rho_rows(Y, rows, Z, zidx, out):
+    """:func:`_rho_rows_s` on blocks of rows, on the threads."""
+    run_ranges(lambda a, b: _rho_rows_s(Y, rows[a:b], Z, zidx[a:b], out[a:b]), rows.shape[0])
+
+
+def _rho_rows2(Y, rows, z1, z2, out1, out2):
+    """:func:`_rho_rows2_s` on blocks of rows, on the threads."""
+    run_ranges(lambda a, b: _rho_rows2_s(Y, rows[a:b], z1, z2, out1[a:b], out2[a:b]),
+               rows.shape[0])
+
+
+def _weighted_signed_colsum(Y, rows, w, pos, neg):
+    """:func:`_weighted_signed_colsum_s` with the column blocks shared out over the threads."""
+    run_ranges(lambda a, b: _colsum_blocks(Y, rows, w, pos, neg, a, b),
+               (Y.shape[1] + _BS - 1) // _BS, blocks_per_thread=1)
 
 
 def _rows_kernels(n_rows, M):
@@ -321,7 +323,7 @@ def _rows_kernels(n_rows, M):
     return _rho_rows, _rho_rows2, _weighted_signed_colsum
 
 
-@njit(cache=CACHE, error_model="numpy")
+@_internal()
 def _tau_value(t, c, P, BP, BM, KD, tau, nu, lam_e):
     """T_c(t) without its constant: sum_j (-P t + KD t^2/2 + BP t+ + BM t-) + lam_e f_c(t)."""
     val = 0.0
@@ -338,13 +340,21 @@ def _tau_value(t, c, P, BP, BM, KD, tau, nu, lam_e):
     return val
 
 
-@njit(cache=CACHE, error_model="numpy")
-def _tau_one(c, P, BP, BM, KD, tau, nu, lam_e, safeguard, out, Told, Tnew, choice):
-    """Update tau_c (an active cluster); writes only row/entry c of the outputs.
+@njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
+def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, out, Told, Tnew,
+                choice):
+    """tau_c for ``c`` in ``start:stop``; iteration c writes only row/entry c of the outputs.
 
-    Candidates: the exact minimiser of the data terms (both sign branches per coordinate), for
-    lam_e > 0 the best prior pair's quartic solution on the branch s = sign(P), and the old tau.
-    The one with the smallest T_c is kept (so T_c never increases).
+    For an active cluster the candidates are the exact minimiser of the data terms (both sign
+    branches per coordinate), for lam_e > 0 the best prior pair's quartic solution on the branch
+    s = sign(P), and the old tau; the one with the smallest T_c is kept (so T_c never
+    increases). A cluster without members keeps its tau (re-seeded by the caller).
+
+    Serial and without the GIL: the clusters are shared out over Python threads
+    (:func:`ntnumba._parallel.run_blocks`). A ``prange`` over clusters made numba re-optimise
+    ``_solve_ratio`` inside the parallel region (+3.3 s of JIT per process); one function
+    rather than a loop around a per-cluster function, since every compiled caller re-optimises
+    the code it links (about 0.5 s for the ``_solve_ratio`` it calls).
     """
     Cd, M = P.shape
     Cs = nu.shape[0]
@@ -358,98 +368,85 @@ def _tau_one(c, P, BP, BM, KD, tau, nu, lam_e, safeguard, out, Told, Tnew, choic
     work = np.empty((2, M))
     mask = np.empty(M, dtype=np.bool_)
     qbuf = np.empty(8)
-    # data terms alone: per coordinate, branch + has b+ = P - B+, branch - has b- = -P - B-
-    for j in range(M):
-        bpj = P[c, j] - BP[c, j]
-        bmj = -P[c, j] - BM[c, j]
-        if bmj > bpj and bmj > 0.0:
-            cand[j] = -bmj / KD[c, j]
-        elif bpj > 0.0:
-            cand[j] = bpj / KD[c, j]
-        else:
-            cand[j] = 0.0
-        if P[c, j] >= 0.0:
-            s[j] = 1.0
-            b[j] = P[c, j] - BP[c, j]
-        else:
-            s[j] = -1.0
-            b[j] = -P[c, j] - BM[c, j]
-    best = _tau_value(tau[c], c, P, BP, BM, KD, tau, nu, lam_e)
-    Told[c] = best
-    ch = TAU_KEPT
-    for j in range(M):
-        out[c, j] = tau[c, j]
-    val = _tau_value(cand, c, P, BP, BM, KD, tau, nu, lam_e)
-    if val < best:
-        best = val
-        ch = TAU_DATA
-        for j in range(M):
-            out[c, j] = cand[j]
-    if lam_e > 0.0 and Cd > 1:
-        # the region where the prior is absent: rho(tau, nu_c2) = 0 for every nu, i.e. tau
-        # supported on {j: s_j nu_c2j <= 0 for all c2} (data terms only, closed form)
-        for j in range(M):
-            free = b[j] > 0.0
-            for c2 in range(Cs):
-                if s[j] * nu[c2, j] > 0.0:
-                    free = False
-            cand[j] = s[j] * b[j] / KD[c, j] if free else 0.0
-        val = _tau_value(cand, c, P, BP, BM, KD, tau, nu, lam_e)
-        if val < best:
-            best = val
-            ch = TAU_NO_PRIOR
-            for j in range(M):
-                out[c, j] = cand[j]
-        bestR = np.inf
-        bpair = -1
-        for c1p in range(Cd):
-            if c1p == c:
-                continue
-            for j in range(M):
-                tp = tau[c1p, j]
-                kk[j] = KD[c, j] + 2.0 * lam_e * tp * tp
-                g[j] = max(s[j] * tp, 0.0)
-            for c2 in range(Cs):
-                for j in range(M):
-                    v[j] = max(s[j] * nu[c2, j], 0.0)
-                st, R = _solve_ratio(b, g, v, kk, lam_e, a, mask, work, qbuf, safeguard)
-                if st != INVALID and R < bestR:
-                    bestR = R
-                    bpair = c1p * Cs + c2
-                    for j in range(M):
-                        cand[j] = s[j] * a[j]
-        if bpair >= 0:
-            val = _tau_value(cand, c, P, BP, BM, KD, tau, nu, lam_e)
-            if val < best:
-                best = val
-                ch = bpair
-                for j in range(M):
-                    out[c, j] = cand[j]
-    Tnew[c] = best
-    choice[c] = ch
-
-
-@njit(cache=CACHE, error_model="numpy")
-def _tau_kernel(P, BP, BM, KD, tau, nu, lam_e, active, safeguard, out, Told, Tnew, choice):
-    """Every tau_c (iteration c writes only row/entry c of the outputs).
-
-    Deliberately serial: with ``prange`` over clusters numba re-optimises ``_solve_ratio``
-    inside the parallel region (+3.3 s of JIT per process) for ~10 ms per call at
-    n = 1440, M = 2100, Cd = 20, Cs = 2 (20 ms serial).
-    """
-    Cd, M = P.shape
-    for c in range(Cd):
-        if active[c]:
-            _tau_one(c, P, BP, BM, KD, tau, nu, lam_e, safeguard, out, Told, Tnew, choice)
-        else:
+    for c in range(start, stop):
+        if not active[c]:
             for j in range(M):
                 out[c, j] = tau[c, j]
             Told[c] = np.nan
             Tnew[c] = np.nan
             choice[c] = TAU_RESEEDED
+            continue
+        # data terms alone: per coordinate, branch + has b+ = P - B+, branch - has b- = -P - B-
+        for j in range(M):
+            bpj = P[c, j] - BP[c, j]
+            bmj = -P[c, j] - BM[c, j]
+            if bmj > bpj and bmj > 0.0:
+                cand[j] = -bmj / KD[c, j]
+            elif bpj > 0.0:
+                cand[j] = bpj / KD[c, j]
+            else:
+                cand[j] = 0.0
+            if P[c, j] >= 0.0:
+                s[j] = 1.0
+                b[j] = P[c, j] - BP[c, j]
+            else:
+                s[j] = -1.0
+                b[j] = -P[c, j] - BM[c, j]
+        best = _tau_value(tau[c], c, P, BP, BM, KD, tau, nu, lam_e)
+        Told[c] = best
+        ch = TAU_KEPT
+        for j in range(M):
+            out[c, j] = tau[c, j]
+        # the candidates in turn (the data terms' minimiser is in cand already); the lowest
+        # T_c is kept
+        for step in range(3):
+            code = TAU_DATA
+            if step > 0 and not (lam_e > 0.0 and Cd > 1):
+                break
+            if step == 1:
+                # the region where the prior is absent: rho(tau, nu_c2) = 0 for every nu, i.e.
+                # tau supported on {j: s_j nu_c2j <= 0 for all c2} (data terms only, closed form)
+                code = TAU_NO_PRIOR
+                for j in range(M):
+                    free = b[j] > 0.0
+                    for c2 in range(Cs):
+                        if s[j] * nu[c2, j] > 0.0:
+                            free = False
+                    cand[j] = s[j] * b[j] / KD[c, j] if free else 0.0
+            elif step == 2:
+                # the best prior pair's quartic solution on the branch s = sign(P)
+                bestR = np.inf
+                code = -1
+                for c1p in range(Cd):
+                    if c1p == c:
+                        continue
+                    for j in range(M):
+                        tp = tau[c1p, j]
+                        kk[j] = KD[c, j] + 2.0 * lam_e * tp * tp
+                        g[j] = max(s[j] * tp, 0.0)
+                    for c2 in range(Cs):
+                        for j in range(M):
+                            v[j] = max(s[j] * nu[c2, j], 0.0)
+                        st, R = _solve_ratio(b, g, v, kk, lam_e, a, mask, work, qbuf, safeguard)
+                        if st != INVALID and R < bestR:
+                            bestR = R
+                            code = c1p * Cs + c2
+                            for j in range(M):
+                                cand[j] = s[j] * a[j]
+                if code < 0:
+                    break
+            val = _tau_value(cand, c, P, BP, BM, KD, tau, nu, lam_e)
+            if val < best:
+                best = val
+                ch = code
+                for j in range(M):
+                    out[c, j] = cand[j]
+        Tnew[c] = best
+        choice[c] = ch
 
 
-@njit(cache=CACHE, error_model="numpy")
+
+@njit(cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _cubic_root(k, b, K):
     """Unique positive root of k x^3 - b x^2 - K (k, K > 0): argmin of k x^2/2 - b x + K/x.
 
@@ -471,7 +468,7 @@ def _cubic_root(k, b, K):
     return x
 
 
-@njit(cache=CACHE, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _nu_candidates(z, Gp, Gm, bp, bm, k, outA, outB):
     """The two candidates of one nu step (see :func:`update_theta`, Notes).
 
@@ -515,11 +512,11 @@ def _nu_candidates(z, Gp, Gm, bp, bm, k, outA, outB):
 # validation and preparation
 # --------------------------------------------------------------------------------------------
 
-@njit(parallel=True, fastmath=_FMR, cache=CACHE, error_model="numpy")
-def _data_rows(Q, Y, out):
-    """Per row: sum (q - y)^2 and sum |y| (float64); each row written by its own iteration."""
-    n, M = Q.shape
-    for i in prange(n):
+@njit(nogil=True, fastmath=_FMR, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
+def _data_rows(start, stop, Q, Y, out):
+    """Per row ``i`` in ``start:stop``: sum (q - y)^2 and sum |y| (float64)."""
+    M = Q.shape[1]
+    for i in range(start, stop):
         d2 = 0.0
         l1 = 0.0
         for j in range(M):
@@ -556,7 +553,7 @@ def data_terms(Q, Y):
         raise ValueError(f"Q and Y: expected two 2-D arrays of the same shape, got {Q.shape} "
                          f"and {Y.shape}")
     out = np.empty((Q.shape[0], 2))
-    _data_rows(Q, Y, out)
+    run_ranges(lambda start, stop: _data_rows(start, stop, Q, Y, out), Q.shape[0])
     s = out.sum(axis=0)
     return float(s[0]), float(s[1])
 
@@ -620,7 +617,8 @@ def _prior_up64(tau, nu):
 
 def _sample_terms_of(Q, Y, tau, nu, labels, slabels):
     terms = np.empty((Q.shape[0], 4))
-    _sample_terms(Q, Y, tau, nu, labels, slabels, terms)
+    run_ranges(lambda start, stop: _sample_terms(start, stop, Q, Y, tau, nu, labels, slabels,
+                                                 terms), Q.shape[0])
     return terms
 
 
@@ -746,7 +744,8 @@ def _statistics(Q, Y, labels, slabels, tau, nu, lambda0):
     bp = np.empty((G, M))
     bm = np.empty((G, M))
     yy = np.empty((G, M))
-    _group_sums(Q, Y, w, order, offsets, sq, qq, bp, bm, yy)
+    run_ranges(lambda start, stop: _group_sums(start, stop, Q, Y, w, order, offsets, sq, qq, bp,
+                                               bm, yy), G * nb)
     return {
         "count": np.diff(offsets).reshape(Cd, Cs),
         "sum_q": sq.reshape(Cd, Cs, M),
@@ -845,8 +844,10 @@ def _update_taus(stats, tau, nu, lambda0, lambda_a, lambda_e, safeguard=False):
     Told = np.empty(Cd)
     Tnew = np.empty(Cd)
     choice = np.empty(Cd, dtype=np.int64)
-    _tau_kernel(P, stats["sum_wy_pos"], stats["sum_wy_neg"], KD, tau, nu, lambda_e, nc > 0,
-                bool(safeguard), out, Told, Tnew, choice)
+    args = (P, stats["sum_wy_pos"], stats["sum_wy_neg"], KD, tau, nu, lambda_e, nc > 0,
+            bool(safeguard), out, Told, Tnew, choice)
+    run_blocks(lambda start, stop: _tau_kernel(start, stop, *args), list(range(Cd + 1)),
+               get_num_threads())
     return out, Told + const, Tnew + const, choice
 
 
