@@ -14,7 +14,7 @@ import numpy as np
 from ._graph import DEFAULT_SHARED, graph_init_tau, graph_partition, graph_stage1
 from ._parallel import matmul as _matmul
 from ._stage1 import assign, trusted_inputs
-from ._theta import data_terms, prior_up, theta_objective, update_theta
+from ._theta import data_terms, theta_objective, update_theta
 from ._transform import _regulariser, _regulariser_sv, assignment_statistics, update_transform
 
 

@@ -1092,7 +1092,7 @@ def update_theta(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, lamb
     """
     Q, Y, labels, slabels, tau, nu = _prepare(Q, Y, labels, similarity_labels, tau, nu)
     n, M = Q.shape
-    Cd, Cs = tau.shape[0], nu.shape[0]
+    Cs = nu.shape[0]
     lambda0 = check_scalar(lambda0, "lambda0", low=0.0)
     lambda_a = check_scalar(lambda_a, "lambda_a", low=0.0, low_inclusive=False)
     lambda_e = check_scalar(lambda_e, "lambda_e", low=0.0)

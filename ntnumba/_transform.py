@@ -71,8 +71,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.linalg import qr as scipy_qr
-from scipy.linalg.lapack import dorgqr as _dorgqr
 from scipy.linalg import solve_triangular
+from scipy.linalg.lapack import dorgqr as _dorgqr
 from sklearn.utils import check_random_state
 
 from ._parallel import background as _background

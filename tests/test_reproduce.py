@@ -1,4 +1,3 @@
-import pytest
 """Smoke test of ``python -m ntnumba.reproduce --quick`` (shipped demo data, one run)."""
 import json
 
