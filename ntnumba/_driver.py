@@ -7,11 +7,13 @@ when interrupted.
 """
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ._graph import DEFAULT_SHARED, graph_init_tau, graph_partition, graph_stage1
+from ._parallel import blas_limit
 from ._parallel import matmul as _matmul
 from ._stage1 import assign, trusted_inputs
 from ._theta import data_terms, theta_objective, update_theta
@@ -166,11 +168,15 @@ def iterate(X, state, p, rng, Q=None, workspace=None):
 
     Runs :func:`_iterate` with ``BLAS_THREADS`` BLAS threads (restored afterwards).
     """
+    with blas_context():
+        return _iterate(X, state, p, rng, Q, workspace)
+
+
+def blas_context():
+    """Context with ``BLAS_THREADS`` BLAS threads (``None``: the BLAS setting is left alone)."""
     if BLAS_THREADS is None:
-        return _iterate(X, state, p, rng, Q, workspace)
-    from ._transform import _blas_limit
-    with _blas_limit(BLAS_THREADS):
-        return _iterate(X, state, p, rng, Q, workspace)
+        return nullcontext()
+    return blas_limit(BLAS_THREADS)
 
 
 def _iterate(X, state, p, rng, Q=None, workspace=None):

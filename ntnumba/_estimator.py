@@ -526,8 +526,13 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         ``assign="graph"``: labels by the k-NN vote of the training samples (documented in
         :meth:`predict`), ``Y`` and ``sim`` the Stage-1 candidates of that cluster, ``scores``
         the (n, 1) rejection scores of :meth:`predict`; details hold ``"cost"`` (the full
-        per-sample cost of those candidates) as for the other rules.
+        per-sample cost of those candidates) as for the other rules. Runs with the fit's BLAS
+        thread count (OpenBLAS threads spinning after ``X A^T`` would compete with Stage 1's).
         """
+        with _driver.blas_context():
+            return self._stage1_body(X, return_details, scaled)
+
+    def _stage1_body(self, X, return_details, scaled):
         p = self._p
         A = self._state.A
         if not scaled:

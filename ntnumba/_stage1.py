@@ -20,6 +20,7 @@ from contextlib import contextmanager
 import numpy as np
 from numba import get_num_threads, njit
 
+from ._parallel import blas_limit
 from ._parallel import matmul as _matmul
 from ._parallel import run_blocks
 from ._quartic import CACHE, _internal, _largest_positive_root
@@ -1185,7 +1186,8 @@ def assign(Q, tau, nu, lambda0, lambda1, *, rule="objective", lambda_a=1.0, safe
     lambda_a = check_scalar(lambda_a, "lambda_a", low=0.0)
     rule_id = RULES[check_choice(rule, "rule", RULES)]
     Cd, Cs = tau.shape[0], nu.shape[0]
-    adj = adjustment_term(Q, tau, nu, lambda_a)
+    with blas_limit(1):  # its product split over the threads: no OpenBLAS threads left spinning
+        adj = adjustment_term(Q, tau, nu, lambda_a)
     tpos, tneg = _split_signs(tau)
     npos, nneg = _split_signs(nu)
     labels = np.empty(n, dtype=np.int64)

@@ -36,7 +36,7 @@ from ._stage1 import assign
 from ._theta import (_NuProblem, _next_unused, _nu_steps, _reseed_order, _rows_kernels,
                      _statistics, _update_taus, data_terms, prior_up,
                      theta_objective)
-from ._transform import (TransformStatistics, _blas_limit, _regulariser, assignment_statistics,
+from ._transform import (TransformStatistics, _regulariser, assignment_statistics,
                          transform_statistics, update_transform)
 from ._validation import check_scalar
 
@@ -542,10 +542,9 @@ def fit_backend(est, be, *, callback=None):
         scale = 1.0 if mx == 0.0 else float(np.sqrt(1.0 / be.mean_square(mx)) / mx)
     be.scale = scale
     stream = sys.stderr
-    ctx = _blas_limit(_driver.BLAS_THREADS) if _driver.BLAS_THREADS is not None else None
+    ctx = _driver.blas_context()
     with _numba_threads(est.n_jobs):
-        if ctx is not None:
-            ctx.__enter__()
+        ctx.__enter__()
         try:
             X0 = be.head(REFERENCE_SIZE)
             gram = None
@@ -590,8 +589,7 @@ def fit_backend(est, be, *, callback=None):
                     break
             _finalise_backend(est, be, best, best_rng, p, X0, best_labels, seed_vote)
         finally:
-            if ctx is not None:
-                ctx.__exit__(None, None, None)
+            ctx.__exit__(None, None, None)
     if best.interrupted:
         warnings.warn(f"fit interrupted: keeping iteration {best.n_iter}", RuntimeWarning)
         raise KeyboardInterrupt
@@ -709,15 +707,8 @@ def partial_fit(est, X, forget=1.0):
     X = est._check_X(X, reset=first and not from_fit)
     n, N = X.shape
     p = est._params(N)
-    with _numba_threads(est.n_jobs):
-        ctx = _blas_limit(_driver.BLAS_THREADS) if _driver.BLAS_THREADS is not None else None
-        if ctx is not None:
-            ctx.__enter__()
-        try:
-            _partial_fit(est, X, p, forget, first, from_fit)
-        finally:
-            if ctx is not None:
-                ctx.__exit__(None, None, None)
+    with _numba_threads(est.n_jobs), _driver.blas_context():
+        _partial_fit(est, X, p, forget, first, from_fit)
     return est
 
 

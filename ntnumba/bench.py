@@ -258,12 +258,8 @@ def run(size="coil", repeat=5, ref_repeat=1, fit_iter=10, peers=True, memory=Tru
     Timings run with the BLAS thread count the driver uses during a fit
     (``ntnumba._driver.BLAS_THREADS``), the NumPy reference and the peers included.
     """
-    from contextlib import nullcontext
-
     from . import _driver
-    from ._transform import _blas_limit
-    ctx = nullcontext() if _driver.BLAS_THREADS is None else _blas_limit(_driver.BLAS_THREADS)
-    with ctx:
+    with _driver.blas_context():
         return _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scaling,
                     stream)
 

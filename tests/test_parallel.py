@@ -127,3 +127,28 @@ def test_kernels_without_a_python_wrapper_are_called_only_from_compiled_code():
                 if name in internal and name not in own:
                     offenders.append(f"{f.name}:{n.lineno} {name}")
     assert not offenders
+
+
+def test_stage1_and_predict_leave_the_blas_threads_as_they_were(monkeypatch):
+    # assign computes its adjustment terms with one BLAS thread (its product split over the
+    # pool) and the estimator's Stage 1 runs with the fit's BLAS setting; both restore it
+    from threadpoolctl import threadpool_info
+
+    from ntnumba import NTClustering, _driver
+    from ntnumba.kernels import assign
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 6))
+    before = blas_threads()
+    assign(rng.standard_normal((30, 12)), rng.standard_normal((3, 12)),
+           rng.standard_normal((2, 12)), 0.03, 0.03)
+    model = NTClustering(3, n_components=12, assign="objective", init="k-means++",
+                         max_iter=2, random_state=0).fit(X)
+    labels = model.predict(X)
+    assert blas_threads() == before
+    monkeypatch.setattr(_driver, "BLAS_THREADS", None)  # None: the setting is left alone
+    np.testing.assert_array_equal(model.predict(X), labels)
+    assert blas_threads() == before
