@@ -48,6 +48,9 @@ DEFAULT_SHARED = (0, 1, 2, 4, 8, 16)
 _TIE = 1e-6
 
 
+_ROWS = 512  # rows per block of the n x M updates (remove_shared)
+
+
 def shared_directions(Q, r, *, labels=None, random_state=None, return_sv=False):
     """Mean and the ``r`` leading principal directions of the rows of ``Q``.
 
@@ -81,16 +84,33 @@ def shared_directions(Q, r, *, labels=None, random_state=None, return_sv=False):
 
 
 def remove_shared(Q, mean, V):
-    """``(Q - mean)`` with its components along the rows of ``V`` removed (float64)."""
+    """``(Q - mean)`` with its components along the rows of ``V`` removed (float64).
+
+    One n x M result; the projection is subtracted in blocks of rows (no second n x M array).
+    """
     Qc = np.asarray(Q, dtype=np.float64) - mean
     if V.shape[0]:
-        Qc -= (Qc @ V.T) @ V
+        P = Qc @ V.T
+        for start in range(0, Qc.shape[0], _ROWS):
+            Qc[start:start + _ROWS] -= P[start:start + _ROWS] @ V
     return Qc
 
 
-def soft_threshold(Q, lambda1):
-    """The NT representation without the ``lambda0`` terms: ``sign(q) max(|q| - lambda1, 0)``."""
-    return np.sign(Q) * np.maximum(np.abs(Q) - lambda1, 0.0)
+def soft_threshold(Q, lambda1, *, overwrite=False):
+    """The NT representation without the ``lambda0`` terms: ``sign(q) max(|q| - lambda1, 0)``.
+
+    ``overwrite``: compute in ``Q`` (a float array the caller no longer needs) instead of a new
+    array.
+    """
+    Q = np.asarray(Q)
+    if not np.issubdtype(Q.dtype, np.floating):
+        Q, overwrite = Q.astype(np.float64), True
+    negative = Q < 0
+    out = np.abs(Q, out=Q if overwrite else None)
+    out -= lambda1
+    np.maximum(out, 0.0, out=out)
+    np.negative(out, out=out, where=negative)
+    return out
 
 
 def nt_similarity(Y, Z=None):
@@ -102,12 +122,22 @@ def nt_similarity(Y, Z=None):
     """
     Y = np.asarray(Y, dtype=np.float64)
     Z = Y if Z is None else np.asarray(Z, dtype=np.float64)
-    Yp, Ym = np.maximum(Y, 0.0), np.maximum(-Y, 0.0)
-    if Z is Y:
-        Zp, Zm = Yp, Ym
-    else:
-        Zp, Zm = np.maximum(Z, 0.0), np.maximum(-Z, 0.0)
-    R = Yp @ Zp.T + Ym @ Zm.T
+    # the positive parts, then the negative parts: one sign part of each at a time
+    def part(A, negative):
+        if not negative:
+            return np.maximum(A, 0.0)
+        out = np.negative(A)
+        return np.maximum(out, 0.0, out=out)
+
+    R = None
+    for negative in (False, True):
+        Yh = part(Y, negative)
+        Zh = Yh if Z is Y else part(Z, negative)
+        if R is None:
+            R = Yh @ Zh.T
+        else:
+            R += Yh @ Zh.T
+        Yh = Zh = None
     dy = np.einsum("ij,ij->i", Y, Y)   # rho(y, y) = ||y||^2
     dz = dy if Z is Y else np.einsum("ij,ij->i", Z, Z)
     with np.errstate(divide="ignore"):
@@ -119,22 +149,24 @@ def nt_similarity(Y, Z=None):
     return R
 
 
-def knn_affinity(S, n_neighbors):
+def knn_affinity(S, n_neighbors, *, overwrite=False):
     """Symmetrised k-NN graph of a similarity matrix: ``W = (K + K^T) / 2`` (CSR, float64).
 
     ``K_ij = S_ij`` if ``j`` is one of the ``n_neighbors`` most similar samples to ``i``
-    (``i`` itself excluded), else 0.
+    (``i`` itself excluded), else 0. ``overwrite``: ``S`` (float64) may be used as scratch.
     """
-    S = np.array(S, dtype=np.float64)
+    S = np.asarray(S, dtype=np.float64)
     n = S.shape[0]
     k = int(min(n_neighbors, n - 1))
     if k < 1:
         return sparse.csr_matrix((n, n))
-    np.fill_diagonal(S, -np.inf)
-    idx = np.argpartition(-S, k - 1, axis=1)[:, :k]
+    D = np.negative(S, out=S if overwrite else None)  # distances: the k smallest are wanted
+    S = None
+    np.fill_diagonal(D, np.inf)
+    idx = np.argpartition(D, k - 1, axis=1)[:, :k]
     rows = np.repeat(np.arange(n), k)
     cols = idx.ravel()
-    vals = np.maximum(S[rows, cols], 0.0)
+    vals = np.maximum(-D[rows, cols], 0.0)
     K = sparse.csr_matrix((vals, (rows, cols)), shape=(n, n))
     W = (K + K.T) * 0.5
     W.eliminate_zeros()
@@ -251,8 +283,9 @@ def graph_partition(Q, n_clusters, *, lambda1=0.03, n_neighbors=5, n_shared=DEFA
     all_labels = {}
     for r in cands:
         V = Vall[:r]
-        Y = soft_threshold(remove_shared(Q, mean, V), lambda1)
-        W = knn_affinity(nt_similarity(Y), n_neighbors)
+        Y = soft_threshold(remove_shared(Q, mean, V), lambda1, overwrite=True)
+        W = knn_affinity(nt_similarity(Y), n_neighbors, overwrite=True)
+        Y = None
         vals, maps, cut = spectral_embedding(W, C, random_state=seed)
         cuts[r] = cut
         # the (C+1)-th Laplacian eigenvalue: 0 when the graph has more than C components
@@ -357,7 +390,8 @@ def knn_vote(Y_new, Y_ref, labels_ref, n_clusters, n_neighbors, *, exclude_self=
     block = max(1, int(2 ** 22 // max(n_ref, 1)))
     for start in range(0, n, block):
         stop = min(n, start + block)
-        S = nt_similarity(Y_new[start:stop], Y_ref)
+        whole = Y_new is Y_ref and start == 0 and stop == n  # one block of the same codes
+        S = nt_similarity(Y_new[start:stop], None if whole else Y_ref)
         if exclude_self:
             S[np.arange(stop - start), np.arange(start, stop)] = -np.inf
         if k < n_ref:
