@@ -313,7 +313,12 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         return X
 
     def _rms_scale(self, X):
-        """One factor s with mean(||s x||^2) = n_features; 1.0 for all-zero data."""
+        """One factor s with mean(||s x||^2) = n_features; 1.0 for all-zero data.
+
+        At most 2^(maxexp - 2) of the dtype (2^1022 for float64), so that ``s`` and ``s X``
+        stay finite: data of subnormal size is scaled up that far only (it then thresholds to
+        zero codes) instead of turning into inf and NaN.
+        """
         if self.scaling is None:
             return 1.0
         m = float(np.max(np.abs(X)))
@@ -321,7 +326,10 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
             return 1.0
         Z = X / X.dtype.type(m) if X.dtype == np.float32 else X / m
         ms = float(np.mean(np.square(Z, dtype=np.float64)))
-        return float(np.sqrt(1.0 / ms) / m)
+        limit = 2.0 ** (np.finfo(X.dtype).maxexp - 2)
+        with np.errstate(over="ignore"):
+            s = np.sqrt(1.0 / ms) / m
+        return float(min(s, limit))
 
     def _scaled(self, X, scale):
         if scale == 1.0:

@@ -145,6 +145,18 @@ def _assert_finite_model(model, X):
     assert lab.dtype.kind == "i" and lab.min() >= 0 and lab.max() < model.n_clusters
 
 
+@pytest.mark.parametrize("X", [np.array([[2.22507386e-311]]),
+                               np.array([[2.2e-311], [3e-311], [1e-320]]),
+                               np.full((4, 2), 1e-40, dtype=np.float32)],
+                         ids=["one-subnormal", "subnormals", "float32-subnormals"])
+def test_subnormal_data_gives_a_finite_model(X):
+    # found by hypothesis: the rms factor 1 / rms of subnormal data overflowed to inf, and the
+    # scaled data to inf and NaN (a failed SVD or "tau contains NaN" deep in the fit)
+    model = NTClustering(1, n_components=4, max_iter=3, random_state=0).fit(X)
+    assert np.isfinite(model.scale_)
+    _assert_finite_model(model, X)
+
+
 @pytest.mark.parametrize("scale", [1e-150, 1e-20, 1e20, 1e150])
 def test_extreme_scales_give_the_same_clustering(scale):
     X, y = _data(seed=3)
