@@ -248,8 +248,11 @@ def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
         Rg[m] = _inner_fixed_h(b, g, v, k, lam, _grid_h(lhlo, m), a)
     # R(h) can have several basins (one near h -> 0 and a narrow one between two grid points):
     # refine each local minimum of the grid, the _REFINE lowest ones, and keep the best
+    # (local minima of the grid as evaluated: a refined point is only excluded, never changed,
+    # so that its neighbours on the slope do not turn into local minima)
     bestR = np.inf
-    for _ in range(_REFINE):
+    chosen = np.full(_REFINE, -1)
+    for r in range(_REFINE):
         mbest = -1
         for m in range(ngrid):
             if not np.isfinite(Rg[m]):
@@ -258,12 +261,18 @@ def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
                 continue
             if m < ngrid - 1 and Rg[m] > Rg[m + 1]:
                 continue
+            done = False
+            for i in range(r):
+                if chosen[i] == m:
+                    done = True
+            if done:
+                continue
             if mbest < 0 or Rg[m] < Rg[mbest]:
                 mbest = m
         if mbest < 0:
             break
+        chosen[r] = mbest
         hloc, Rloc = _golden_h(b, g, v, k, lam, lhlo, mbest, Rg[mbest], a)
-        Rg[mbest] = np.nan  # done: not a candidate again
         Rloc = _inner_fixed_h(b, g, v, k, lam, hloc, a)
         if not np.isfinite(Rloc):
             continue

@@ -249,6 +249,21 @@ def test_safeguard_grid_reaches_a_tiny_level():
     assert v <= ref + 1e-9 * abs(ref)
 
 
+def test_safeguard_refines_a_second_basin_not_the_slope_of_the_first():
+    """Found by hypothesis: R(h) has its lowest grid point near h = 0.064 (3.0173) and a
+    narrower, deeper basin near h = 1.86 (3.0104). After refining the first, its neighbours
+    on the slope looked like local minima (the refined point was overwritten with NaN) and took
+    the remaining refinements (3.0168 against the enumerated 3.0104)."""
+    q = np.array([-2.0, -1.0, -1.0, -1.0])
+    tau = np.array([-0.921875, 3.0, 0.0, -2.0])
+    nu = np.array([-4.0, -3.0, 0.0, -1.0])
+    _, ref = naive.candidate_enum(q, tau, nu, 2.0, 0.03)
+    for safeguard in (False, True):  # SI+ fails here, so both go through the safeguard
+        y, v = candidate_nt(q, tau, nu, 2.0, 0.03, safeguard=safeguard)
+        assert v == pytest.approx(naive.candidate_objective(y, q, tau, nu, 2.0, 0.03), rel=1e-9)
+        assert v <= ref + 1e-9 * abs(ref)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), M=_small, lam0=st.sampled_from([0.0, 0.03, 0.3, 2.0]))
 def test_property_candidate_never_above_brute_force(data, M, lam0):
