@@ -23,6 +23,8 @@ _CONTROLLER = None
 _SERIAL = [0]  # depth of the blas_limit(1) contexts in effect (the BLAS setting is global)
 # Products of fewer multiply-adds than this run as one call (the split costs ~50 us).
 _MIN_SPLIT = 1 << 23
+_BLOCK_ROWS = 128   # a split product has blocks of at least this many rows
+_MAX_BLOCKS = 16    # and at most this many blocks
 
 
 def pool(nworkers):
@@ -125,9 +127,10 @@ def matmul(a, b, out=None):
     """``a @ b`` for 2-D arrays, the rows of ``a`` split over numba's threads.
 
     The split is used only inside :func:`blas_limit` with one BLAS thread, for products of at
-    least ``2^23`` multiply-adds, when numba has more than one thread. Otherwise this is
-    ``np.matmul(a, b, out=out)``. Each row block is one BLAS call, so the result is the same
-    as the unsplit product up to the blocking of the BLAS kernel (not bitwise in general).
+    least ``2^23`` multiply-adds and 256 rows; otherwise this is ``np.matmul(a, b, out=out)``.
+    The row blocks (at most 16, of at least 128 rows) depend on the shapes only, and each is one
+    BLAS call: the result is bitwise the same on any number of threads (it can differ from the
+    unsplit product in the last bits).
 
     Examples
     --------
@@ -141,16 +144,17 @@ def matmul(a, b, out=None):
     """
     n, k = a.shape
     m = b.shape[1]
-    nthreads = get_num_threads() if _SERIAL[0] > 0 else 1
-    if nthreads == 1 or n < 2 * nthreads or n * k * m < _MIN_SPLIT:
+    if _SERIAL[0] == 0 or n < 2 * _BLOCK_ROWS or n * k * m < _MIN_SPLIT:
         return np.matmul(a, b, out=out)
     if out is None:
         out = np.empty((n, m), dtype=np.result_type(a.dtype, b.dtype))
-    nblocks = 2 * nthreads
+    # the blocks depend on the shape only, not on the thread count: the same BLAS calls, hence
+    # the same bits, on any number of threads (one thread runs them one after the other)
+    nblocks = min(_MAX_BLOCKS, n // _BLOCK_ROWS)
     bounds = [(i * n) // nblocks for i in range(nblocks + 1)]
 
     def block(start, stop):
         np.matmul(a[start:stop], b, out=out[start:stop])
 
-    run_blocks(block, bounds, nthreads)
+    run_blocks(block, bounds, get_num_threads())
     return out

@@ -49,13 +49,16 @@ def test_matmul_split_equals_numpy(shape, monkeypatch):
             ct = matmul(a.T.copy().T, b)  # a Fortran-ordered left factor
             out = np.full((n, m), np.nan)
             c_out = matmul(a, b, out=out)
-        split = numba.get_num_threads() > 1
+            numba.set_num_threads(1)
+            c_one = matmul(a, b)  # the same blocks one after the other: the same bits
     finally:
         numba.set_num_threads(old)
     assert c.flags.c_contiguous and c_out is out
     for x in (c, ct, c_out):
         np.testing.assert_allclose(x, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
-    assert len(calls) == (3 if split else 0)
+    np.testing.assert_array_equal(c_one, c)
+    split = n >= 2 * _parallel._BLOCK_ROWS  # both shapes have enough multiply-adds
+    assert len(calls) == (4 if split else 0)
     # outside blas_limit(1) (BLAS threads unknown): one BLAS call, no split
     calls.clear()
     np.testing.assert_allclose(matmul(a, b), ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
@@ -152,3 +155,37 @@ def test_stage1_and_predict_leave_the_blas_threads_as_they_were(monkeypatch):
     monkeypatch.setattr(_driver, "BLAS_THREADS", None)  # None: the setting is left alone
     np.testing.assert_array_equal(model.predict(X), labels)
     assert blas_threads() == before
+
+
+def test_a_fit_gives_the_same_bits_on_one_and_on_two_threads():
+    # large enough that the products of the iteration are split into row blocks
+    from ntnumba import NTClustering
+    rng = np.random.default_rng(1)
+    X = np.repeat(rng.standard_normal((4, 80)), 80, axis=0) + rng.standard_normal((320, 80))
+    fits = []
+    for n_jobs in (1, 2):
+        model = NTClustering(4, n_components=400, assign="objective", init="k-means++",
+                             max_iter=2, tol=0, random_state=0, n_jobs=n_jobs).fit(X)
+        fits.append(model)
+    np.testing.assert_array_equal(fits[0].labels_, fits[1].labels_)
+    np.testing.assert_array_equal(fits[0].components_, fits[1].components_)
+    np.testing.assert_array_equal(fits[0].objective_history_, fits[1].objective_history_)
+
+
+def test_a_split_transposed_product_gives_the_same_bits_on_any_thread_count():
+    # Ybar^T X at COIL-20 size: OpenBLAS's result for a row block of a transposed operand
+    # depends on where the block starts, so the blocks must not depend on the thread count
+    rng = np.random.default_rng(2)
+    Y = rng.standard_normal((1440, 2100))
+    X = rng.standard_normal((1440, 500))
+    old = numba.get_num_threads()
+    outs = []
+    try:
+        with blas_limit(1):
+            for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+                numba.set_num_threads(threads)
+                outs.append(matmul(Y.T, X))
+    finally:
+        numba.set_num_threads(old)
+    for other in outs[1:]:
+        np.testing.assert_array_equal(other, outs[0])
