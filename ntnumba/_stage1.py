@@ -350,7 +350,8 @@ def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
     Writes the minimiser to ``a`` and returns ``(status, R)``; ``R = +inf`` and ``a = 0`` when
     the candidate is invalid. ``mask`` (bool, M), ``work`` (float64, 2 x M) and ``qbuf``
     (float64, 8) are caller-owned scratch. The support iteration runs first; the safeguard runs
-    when it fails or, with ``safeguard=True``, always (the better point is kept).
+    when it fails or, with ``safeguard=True``, always (the better point is kept), together with
+    the point of zero ratio term (``a_j = b_j+ / k_j`` where ``g_j = 0``) when that is valid.
     """
     M = b.shape[0]
     st, R = _support_iteration(b, g, v, k, lam, a, mask, False, qbuf)
@@ -371,6 +372,17 @@ def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
             st, R = OK, Rsi
         else:
             st, R = INVALID, np.inf
+        # the point of zero ratio term, when it exists: a_j = b_j+/k_j where g_j = 0, else 0
+        # (valid if v.a > 0). It is a corner the grid over h cannot find when v.a is tiny there
+        # (entries of v of size 1e-16: R(h) is then a spike at one h)
+        az = work[0]
+        for j in range(M):
+            az[j] = b[j] / k[j] if (g[j] == 0.0 and b[j] > 0.0) else 0.0
+        Rz, _, _ = _eval_reduced(b, g, v, k, lam, az)
+        if Rz < R:
+            for j in range(M):
+                a[j] = az[j]
+            st, R = OK_SAFEGUARD, Rz
     if st != INVALID and not (R < _limit_at_zero(b, g, v, k, lam)):
         st = INVALID
     if st == INVALID:

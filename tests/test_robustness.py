@@ -264,6 +264,19 @@ def test_safeguard_refines_a_second_basin_not_the_slope_of_the_first():
         assert v <= ref + 1e-9 * abs(ref)
 
 
+def test_safeguard_finds_the_point_of_zero_ratio_term():
+    """Found by hypothesis: nu of size 2.2e-16 where tau is 0 makes a = b+/k on {g = 0} optimal
+    (ratio term 0, h = v.a = 3.5e-16), a spike of R(h) no grid over h resolves (0.2764 against
+    the enumerated 0.2433)."""
+    q = np.array([1.0, -0.125, 1.0])
+    tau = np.array([0.0, -0.125, -1.0])
+    nu = np.array([2.22044605e-16, -1.0, 2.22044605e-16])
+    _, ref = naive.candidate_enum(q, tau, nu, 0.3, 0.03)
+    y, v = candidate_nt(q, tau, nu, 0.3, 0.03, safeguard=True)
+    assert v == pytest.approx(naive.candidate_objective(y, q, tau, nu, 0.3, 0.03), rel=1e-9)
+    assert v <= ref + 1e-9 * abs(ref)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), M=_small, lam0=st.sampled_from([0.0, 0.03, 0.3, 2.0]))
 def test_property_candidate_never_above_brute_force(data, M, lam0):
