@@ -96,10 +96,14 @@ def background(fn, *args):
     return _Done(fn, args)
 
 
-def run_ranges(fn, n, blocks_per_thread=4):
-    """``fn(start, stop)`` over ``range(n)`` cut into ``blocks_per_thread`` blocks per numba
-    thread, run by :func:`run_blocks` (``fn`` should release the GIL)."""
-    nthreads = get_num_threads()
+def run_ranges(fn, n, blocks_per_thread=4, nthreads=None):
+    """``fn(start, stop)`` over ``range(n)`` cut into ``blocks_per_thread`` blocks per thread,
+    run by :func:`run_blocks` on ``nthreads`` threads (default: numba's thread count); ``fn``
+    should release the GIL. One thread makes one call ``fn(0, n)``."""
+    nthreads = get_num_threads() if nthreads is None else max(int(nthreads), 1)
+    if nthreads == 1:
+        fn(0, n)
+        return
     nblocks = max(1, min(n, blocks_per_thread * nthreads))
     run_blocks(fn, [(b * n) // nblocks for b in range(nblocks + 1)], nthreads)
 

@@ -22,7 +22,7 @@ from numba import get_num_threads, njit
 
 from ._parallel import blas_limit
 from ._parallel import matmul as _matmul
-from ._parallel import run_blocks
+from ._parallel import run_ranges
 from ._quartic import CACHE, _internal, _largest_positive_root
 from ._validation import as_float_array, check_choice, check_scalar
 
@@ -1011,16 +1011,10 @@ def _assign_kernel(Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj,
     """
     # Python threads instead of a numba prange: the parallel (parfor) build of this kernel
     # cost ~5 s of compilation per dtype on top of the serial body (docs/performance.md)
-    n = Q.shape[0]
-    nthreads = max(int(nthreads), 1)
     args = (Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj, rule, safeguard,
             bool(prune), labels, slabels, Y, F, SP, status)
-    nblocks = min(n, 8 * nthreads)
-    if nthreads == 1 or nblocks <= 1:
-        _assign_rows(0, n, *args)
-        return
-    bounds = [(blk * n) // nblocks for blk in range(nblocks + 1)]
-    run_blocks(lambda start, stop: _assign_rows(start, stop, *args), bounds, nthreads)
+    run_ranges(lambda start, stop: _assign_rows(start, stop, *args), Q.shape[0],
+               blocks_per_thread=8, nthreads=nthreads)
 
 
 # --------------------------------------------------------------------------------------------

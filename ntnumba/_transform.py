@@ -226,8 +226,8 @@ def assignment_statistics(X, Y, tau, nu, labels, similarity_labels, lambda_a=1.0
 
     ``Ybar^T X = (Y^T X + lambda_a (tau^T S1 + nu^T S2)) / (1 + lambda_a)`` with ``S1``, ``S2``
     the per-cluster sums of the rows of ``X``, and ``||Ybar||^2`` from ``||Y||^2``, the
-    per-cluster sums of ``Y`` and the pair counts. ``Y`` is read in row chunks of
-    ``chunk_size`` (float64 arithmetic, no n x M temporary).
+    per-cluster sums of ``Y`` and the pair counts, in one pass over ``Y``: float64 ``Y`` as it
+    is, other dtypes in row chunks of ``chunk_size`` converted to float64 (no n x M temporary).
 
     Parameters
     ----------
@@ -273,20 +273,28 @@ def assignment_statistics(X, Y, tau, nu, labels, similarity_labels, lambda_a=1.0
     if gram is None:
         gram = X64.T @ X64
         gram = 0.5 * (gram + gram.T)
-    if Y.dtype == np.float64:  # no conversion: one product, split over the threads
-        YX = _matmul(Y.T, X64)
-        yy = float(np.vdot(Y, Y))
-    else:
-        YX = np.zeros((M, N))
-        yy = 0.0
-        for s in range(0, n, chunk_size):
-            Yc = np.asarray(Y[s:s + chunk_size], dtype=np.float64)
-            YX += _matmul(Yc.T, X64[s:s + chunk_size])
-            yy += float(np.vdot(Yc, Yc))
     one1 = np.zeros((Cd, n))
     one1[labels, np.arange(n)] = 1.0
     one2 = np.zeros((Cs, n))
     one2[sim, np.arange(n)] = 1.0
+    # one pass over Y in row chunks (float64 Y: one chunk, no conversion, the product split
+    # over the threads): Y^T X, ||Y||^2 and the per-cluster sums of y
+    step = max(n, 1) if Y.dtype == np.float64 else chunk_size
+    YX = np.zeros((M, N)) if n == 0 else None
+    Ys1 = np.zeros((Cd, M))
+    Ys2 = np.zeros((Cs, M))
+    yy = 0.0
+    for s in range(0, n, step):
+        Yc = np.asarray(Y[s:s + step], dtype=np.float64)
+        part = _matmul(Yc.T, X64[s:s + step])
+        if YX is None:
+            YX = part
+        else:
+            YX += part
+        yy += float(np.vdot(Yc, Yc))
+        Ys1 += one1[:, s:s + step] @ Yc
+        Ys2 += one2[:, s:s + step] @ Yc
+    part = Yc = None
     S1, S2 = one1 @ X64, one2 @ X64                  # per-cluster sums of x
     # cross = (YX + lambda_a (tau^T S1 + nu^T S2)) / w, with one M x N temporary
     cross = YX
@@ -296,16 +304,6 @@ def assignment_statistics(X, Y, tau, nu, labels, similarity_labels, lambda_a=1.0
     cross /= w
     YX = None
     # <Y, T> = sum_c tau_c . sum_{j1 = c} y + sum_c nu_c . sum_{j2 = c} y
-    if Y.dtype == np.float64:
-        Ys = _matmul(Y.T, np.vstack([one1, one2]).T)  # (M, Cd + Cs), split over the threads
-        Ys1, Ys2 = Ys[:, :Cd].T, Ys[:, Cd:].T
-    else:
-        Ys1 = np.zeros((Cd, M))
-        Ys2 = np.zeros((Cs, M))
-        for s in range(0, n, chunk_size):
-            Yc = np.asarray(Y[s:s + chunk_size], dtype=np.float64)
-            Ys1 += one1[:, s:s + chunk_size] @ Yc
-            Ys2 += one2[:, s:s + chunk_size] @ Yc
     yt = float(np.vdot(Ys1, tau) + np.vdot(Ys2, nu))
     counts = np.zeros((Cd, Cs))
     np.add.at(counts, (labels, sim), 1.0)
