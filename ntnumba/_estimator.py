@@ -4,7 +4,8 @@ from contextlib import contextmanager
 
 import numba
 import numpy as np
-from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
+from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
+                          TransformerMixin)
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -41,6 +42,59 @@ def _tukey_fence(values):
     return float(q3 + 3.0 * (q3 - q1))
 
 
+def cost_proba(scores):
+    """Soft assignment of the ``"objective"`` and ``"paper"`` rules from every candidate's score.
+
+    ``scores`` of shape (n, C, Cs) (the rule's score of every candidate, ``+inf`` for invalid
+    ones). With ``s_k`` the smallest score of cluster ``k``, ``p_k = exp(-s_k) / sum_j
+    exp(-s_j)``: a softmax at temperature 1, i.e. the score read as a negative log-likelihood
+    (for ``"objective"`` the per-sample cost of the learning problem). A sample whose candidates
+    are all invalid gets ``1/C`` everywhere.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    s = s.reshape(s.shape[0], s.shape[1], -1).min(axis=2)
+    best = s.min(axis=1, keepdims=True)
+    e = np.zeros_like(s)
+    ok = np.isfinite(best[:, 0])
+    e[ok] = np.exp(-(s[ok] - best[ok]))
+    e[~ok] = 1.0
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def set_training_scores(est, labels, outlier_scores, proba):
+    """The fitted soft scores of the training samples, set in one place for every fit.
+
+    ``outlier_scores_`` (the score ``predict(X, reject=...)`` thresholds, per training sample),
+    ``probabilities_`` (``proba[i, labels[i]]``, the soft score of the sample's own cluster,
+    from :meth:`NTClustering.predict_proba`'s definition) and ``reject_threshold_`` (graph
+    rule: the largest leave-one-out score of the reference set, the first ``len(_fit_X)``
+    training samples; otherwise Tukey's far-out fence of them, see ``predict``).
+    """
+    outlier_scores = np.asarray(outlier_scores, dtype=np.float64)
+    labels = np.asarray(labels, dtype=np.int64)
+    est.outlier_scores_ = outlier_scores
+    est.probabilities_ = np.asarray(proba, dtype=np.float64)[np.arange(labels.size), labels]
+    if est._p.rule == "graph":
+        est.reject_threshold_ = float(np.max(outlier_scores[:est._fit_X.shape[0]]))
+    else:
+        est.reject_threshold_ = _tukey_fence(outlier_scores)
+
+
+def _row_matches(X, ref):
+    """Index of the row of ``ref`` equal (byte for byte) to each row of ``X``, -1 if none."""
+    out = np.full(X.shape[0], -1, dtype=np.int64)
+    if X.dtype != ref.dtype or X.shape[1] != ref.shape[1] or ref.shape[0] == 0:
+        return out
+    row = np.dtype((np.void, ref.dtype.itemsize * ref.shape[1]))
+    r = np.ascontiguousarray(ref).view(row).ravel()
+    q = np.ascontiguousarray(X).view(row).ravel()
+    order = np.argsort(r, kind="stable")
+    pos = np.minimum(np.searchsorted(r[order], q), r.size - 1)
+    hit = r[order][pos] == q
+    out[hit] = order[pos[hit]]
+    return out
+
+
 @contextmanager
 def _numba_threads(n_jobs):
     """Map ``n_jobs`` to numba's thread count and restore it afterwards."""
@@ -58,7 +112,8 @@ def _numba_threads(n_jobs):
         numba.set_num_threads(old)
 
 
-class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
+class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin,
+                   BaseEstimator):
     """Clustering with jointly learned nonlinear transforms and min-max assignment.
 
     Learns a linear map ``A`` (``n_components x n_features``), dissimilarity parameters
@@ -170,6 +225,16 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         The factor applied to the data before the transform (1.0 with ``scaling=None``).
     reject_threshold_ : float
         Threshold of ``predict(X, reject="auto")`` (see :meth:`predict`).
+    outlier_scores_ : ndarray of shape (n_samples,)
+        The score of every training sample that ``predict(X, reject=...)`` compares with the
+        threshold (higher: more outlying): ``1 -`` the mean NT similarity to its
+        ``n_neighbors`` most similar other training samples for ``assign="graph"``, the
+        smallest Stage-1 score otherwise (see :meth:`predict`). As hdbscan's
+        ``outlier_scores_``.
+    probabilities_ : ndarray of shape (n_samples,)
+        Soft score in [0, 1] of every training sample for its own cluster ``labels_``:
+        ``predict_proba(X_train)[i, labels_[i]]`` (see :meth:`predict_proba`). As hdbscan's
+        ``probabilities_`` (strength of the membership), with another definition.
     n_shared_ : int
         ``assign="graph"`` only: number of shared principal directions removed.
     graph_cut_ : float
@@ -486,10 +551,13 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         if p.rule == "graph":
             self._fit_graph(X)
         else:
-            labels, sim, _, scores = self._stage1(X, scaled=True)
+            labels, sim, _, _ = self._stage1(X, scaled=True)
             self.labels_ = labels
             self.similarity_labels_ = sim
-            self.reject_threshold_ = _tukey_fence(_best_scores(scores))
+        # the training samples are the reference set of the graph rule: row i is row i
+        with _driver.blas_context():
+            set_training_scores(self, self.labels_,
+                                *self._soft_scores(X, match=np.arange(X.shape[0])))
 
     def _fit_graph(self, X):
         """``assign="graph"``: the graph's partition, and the reference set for new samples."""
@@ -517,11 +585,6 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
             Q, r, labels=labels, random_state=seed)
         # the reference set of the out-of-sample rule: the training samples (scaled)
         self._fit_X = X
-        # rejection: the largest leave-one-out score of a training sample (see predict)
-        codes = self._graph_codes(Q)
-        _, loo = _graph.knn_vote(codes, codes, self.labels_, p.n_clusters, p.n_neighbors,
-                                 exclude_self=True)
-        self.reject_threshold_ = float(np.max(loo))
 
     def _graph_codes(self, Q):
         """NT representations of the graph rule: shared directions removed, soft threshold."""
@@ -547,9 +610,7 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
             X = self._scaled(X, self.scale_)
         Q = _driver.compute_Q(X, A, p.learn_transform)
         if p.rule == "graph":
-            Qref = _driver.compute_Q(self._fit_X, A, p.learn_transform)
-            labels, rscore = _graph.knn_vote(self._graph_codes(Q), self._graph_codes(Qref),
-                                             self.labels_, p.n_clusters, p.n_neighbors)
+            labels, rscore, _ = self._graph_vote(X, Q)
             sim, Y, cost = _graph.restricted_stage1(Q, self.dissimilarity_, self.similarity_,
                                                     labels, p.lambda0, p.lambda1, p.lambda_a)
             out = (labels, sim, Y, rscore[:, None])
@@ -559,6 +620,41 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
                       rule=p.rule, lambda_a=p.lambda_a, return_details=return_details,
                       prune=True)
 
+    def _graph_vote(self, X, Q, match=None):
+        """The graph rule's out-of-sample labels, rejection scores and vote shares of the
+        scaled rows ``X`` (``Q = X A^T``).
+
+        A row equal to a training row (the reference set ``_fit_X``, same dtype, byte for byte;
+        or given by ``match``, the index of the reference row of each row, -1 for none) gets
+        that training sample's label (the partition, which is not a vote) and the leave-one-out
+        vote of the other training samples (its score is the training sample's
+        ``outlier_scores_``); any other row the vote of the training samples.
+        """
+        p = self._p
+        ref = self._fit_X
+        Qref = _driver.compute_Q(ref, self._state.A, p.learn_transform)
+        match = _row_matches(X, ref) if match is None else np.asarray(match, dtype=np.int64)
+        hit = match >= 0
+        labels, score, shares = _graph.knn_vote(
+            self._graph_codes(Q), self._graph_codes(Qref), self.labels_, p.n_clusters,
+            p.n_neighbors, exclude=match if hit.any() else None, return_votes=True)
+        labels[hit] = self.labels_[match[hit]]
+        if hasattr(self, "outlier_scores_") and self.outlier_scores_.shape[0] >= ref.shape[0]:
+            score[hit] = self.outlier_scores_[match[hit]]
+        return labels, score, shares
+
+    def _soft_scores(self, X, match=None):
+        """``(outlier scores, predict_proba)`` of the scaled rows ``X`` (see :meth:`predict`,
+        :meth:`predict_proba`); ``match``: see ``_graph_vote``."""
+        p = self._p
+        Q = _driver.compute_Q(X, self._state.A, p.learn_transform)
+        if p.rule == "graph":
+            return self._graph_vote(X, Q, match)[1:]
+        # every candidate's score (the pruned Stage 1 of predict leaves the losers at +inf)
+        scores = assign(Q, self.dissimilarity_, self.similarity_, p.lambda0, p.lambda1,
+                        rule=p.rule, lambda_a=p.lambda_a)[3]
+        return _best_scores(scores), cost_proba(scores)
+
     # ------------------------------------------------------------------ inference
     def predict(self, X, reject=None):
         """Cluster of each sample, optionally with the rejection option (label -1).
@@ -567,7 +663,11 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         With ``assign="graph"``: the out-of-sample rule of the graph (a spectral partition has no
         closed-form extension): the NT representations of ``X`` (learned A, the training data's
         shared directions removed, soft threshold) vote with their NT similarity for the labels
-        of their ``n_neighbors`` most similar training samples.
+        of their ``n_neighbors`` most similar training samples; a row equal to a training
+        sample (byte for byte, in the training dtype) keeps that sample's label, so
+        ``fit(X).predict(X)`` equals ``fit_predict(X)`` (``labels_``) for every rule. With
+        ``fit(X, chunk_size=...)`` and partial/Dask fits ``labels_`` of the samples outside the
+        reference set already are this vote.
 
         Parameters
         ----------
@@ -613,6 +713,57 @@ class NTClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         labels = labels.copy()
         labels[_best_scores(scores) > thr] = -1
         return labels
+
+    def predict_proba(self, X):
+        """Soft assignment: a score in [0, 1] per sample and cluster, summing to 1 per sample.
+
+        Defined from the model's own scores, per assignment rule:
+
+        - ``assign="graph"``: the shares of the similarity-weighted k-NN vote of
+          :meth:`predict` (neighbour ``j`` adds ``max(rho_j, 0) + 1e-12`` to its cluster,
+          ``rho_j`` its NT similarity, then the row is divided by its sum). A row equal to a
+          training sample gets the vote of the other training samples (leave-one-out).
+        - ``"objective"`` and ``"paper"``: ``p_k = exp(-s_k) / sum_j exp(-s_j)``, ``s_k`` the
+          smallest score the rule minimises over the candidates of cluster ``k`` (the full
+          per-sample cost for ``"objective"``, the min-max score ``sP`` for ``"paper"``): the
+          score read as a negative log-likelihood, at temperature 1. ``1/C`` everywhere for a
+          sample whose candidates are all invalid.
+
+        For new samples ``predict_proba(X).argmax(axis=1) == predict(X)`` (up to ties). On
+        the training samples of the graph rule the labels are the spectral partition, not a
+        vote, so the argmax can differ from ``labels_``; the share of a sample's own cluster is
+        ``probabilities_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_clusters), float64
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ntnumba import NTClustering
+        >>> X = np.r_[np.zeros((10, 3)), np.full((10, 3), 4.0)]
+        >>> X += np.random.default_rng(0).standard_normal(X.shape) * 0.1
+        >>> model = NTClustering(2, n_components=12, random_state=0).fit(X)
+        >>> proba = model.predict_proba(X[:2] + 0.05)
+        >>> proba.shape, np.allclose(proba.sum(axis=1), 1.0)
+        ((2, 2), True)
+        >>> bool((proba.argmax(axis=1) == model.predict(X[:2] + 0.05)).all())
+        True
+        """
+        check_is_fitted(self)
+        X = self._check_X(X, reset=False)
+        with _numba_threads(self.n_jobs), _driver.blas_context():
+            return self._soft_scores(self._scaled(X, self.scale_))[1]
+
+    @property
+    def _n_features_out(self):
+        """Number of output features of :meth:`transform` (``get_feature_names_out``)."""
+        return self.components_.shape[0]
 
     def transform(self, X):
         """The assigned NT representations ``y`` of each sample.

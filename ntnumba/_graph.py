@@ -372,7 +372,8 @@ def graph_init_tau(Q, labels, nu, n_clusters, rng):
     return tau - np.asarray(nu, dtype=np.float64).mean(axis=0)
 
 
-def knn_vote(Y_new, Y_ref, labels_ref, n_clusters, n_neighbors, *, exclude_self=False):
+def knn_vote(Y_new, Y_ref, labels_ref, n_clusters, n_neighbors, *, exclude_self=False,
+             exclude=None, return_votes=False):
     """Out-of-sample rule of the graph mode: similarity-weighted vote of the nearest references.
 
     For every row of ``Y_new`` the ``n_neighbors`` most similar rows of ``Y_ref``
@@ -380,20 +381,29 @@ def knn_vote(Y_new, Y_ref, labels_ref, n_clusters, n_neighbors, *, exclude_self=
     where ``score = 1 - mean similarity to those neighbours`` (0: identical to its neighbours,
     1: no support overlap with any training sample), the quantity the rejection option
     thresholds. ``exclude_self``: ``Y_new`` is ``Y_ref`` (training scores, leave-one-out).
+    ``exclude``: None or an int array of shape ``(n_new,)``, a row of ``Y_ref`` that does not
+    vote for that row of ``Y_new`` (-1: none); the leave-one-out vote of given training rows.
+    ``return_votes``: also return the ``(n_new, n_clusters)`` vote shares (each neighbour's
+    weight ``max(S, 0) + 1e-12`` summed per label, divided by the row's total).
     Processed in blocks of rows (memory ``O(block x n_ref)``).
     """
     n = Y_new.shape[0]
     n_ref = Y_ref.shape[0]
-    k = int(max(1, min(n_neighbors, n_ref - (1 if exclude_self else 0))))
+    if exclude_self:
+        exclude = np.arange(n)
+    k = int(max(1, min(n_neighbors, n_ref - (1 if exclude is not None else 0))))
     labels = np.empty(n, dtype=np.int64)
     score = np.empty(n)
+    shares = np.empty((n, n_clusters)) if return_votes else None
     block = max(1, int(2 ** 22 // max(n_ref, 1)))
     for start in range(0, n, block):
         stop = min(n, start + block)
         whole = Y_new is Y_ref and start == 0 and stop == n  # one block of the same codes
         S = nt_similarity(Y_new[start:stop], None if whole else Y_ref)
-        if exclude_self:
-            S[np.arange(stop - start), np.arange(start, stop)] = -np.inf
+        if exclude is not None:
+            ex = np.asarray(exclude[start:stop], dtype=np.int64)
+            rows = np.flatnonzero(ex >= 0)
+            S[rows, ex[rows]] = -np.inf
         if k < n_ref:
             nn = np.argpartition(-S, k - 1, axis=1)[:, :k]
         else:
@@ -405,4 +415,8 @@ def knn_vote(Y_new, Y_ref, labels_ref, n_clusters, n_neighbors, *, exclude_self=
                           labels_ref[nn].ravel()), w.ravel() + 1e-12)
         labels[start:stop] = votes.argmax(axis=1)
         score[start:stop] = 1.0 - w.mean(axis=1)
+        if return_votes:
+            shares[start:stop] = votes / votes.sum(axis=1, keepdims=True)
+    if return_votes:
+        return labels, score, shares
     return labels, score

@@ -20,6 +20,8 @@ key                       content
 ``n_features_in_``        integer
 ``scale_``                float, the data scaling factor
 ``reject_threshold_``     optional: float, the threshold of ``predict(X, reject="auto")``
+``outlier_scores_``       optional: float64, (n_train,), the training samples' rejection scores
+``probabilities_``        optional: float64, (n_train,), the soft score of the own cluster
 ``feature_names_in_``     optional: unicode strings, (N,), when fitted on a DataFrame
 ``n_shared_``             ``assign="graph"`` only: integer, shared directions removed
 ``graph_cut_``            ``assign="graph"`` only: float, normalised cut of the partition
@@ -54,7 +56,8 @@ _OPTIONAL = (("reject_threshold_", "reject_threshold_", float),
              ("n_shared_", "n_shared_", int), ("graph_cut_", "graph_cut_", float),
              ("shared_mean_", "shared_mean_", None),
              ("shared_components_", "shared_components_", None),
-             ("fit_X_", "_fit_X", None))
+             ("fit_X_", "_fit_X", None), ("outlier_scores_", "outlier_scores_", None),
+             ("probabilities_", "probabilities_", None))
 _GRAPH = ("n_shared_", "graph_cut_", "shared_mean_", "shared_components_", "fit_X_")
 
 

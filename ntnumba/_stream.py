@@ -31,7 +31,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from . import _driver, _graph
-from ._estimator import _best_scores, _numba_threads, _tukey_fence
+from ._estimator import _numba_threads, set_training_scores
 from ._stage1 import assign
 from ._theta import (_NuProblem, _next_unused, _nu_steps, _reseed_order, _rows_kernels,
                      _statistics, _update_taus, data_terms, prior_up,
@@ -287,9 +287,16 @@ def _blk_objective(Xk, Yk, labels_k, sim_k, A, tau, nu, p):
 
 def _blk_final(Xk, Yk, A, tau, nu, p):
     Q = _driver.compute_Q(Xk, A, p.learn_transform)
-    lab, sim, _, scores = assign(Q, tau, nu, p.lambda0, p.lambda1, rule=p.rule,
-                                 lambda_a=p.lambda_a, prune=True)
-    return lab, sim, _best_scores(scores)
+    lab, sim, _, _ = assign(Q, tau, nu, p.lambda0, p.lambda1, rule=p.rule,
+                            lambda_a=p.lambda_a, prune=True)
+    return lab, sim
+
+
+def _blk_soft_scores(Xk, Yk, start, est):
+    """``est._soft_scores`` of the block of training rows starting at row ``start``."""
+    n_ref = est._fit_X.shape[0] if est._p.rule == "graph" else 0
+    rows = np.arange(start, start + Xk.shape[0], dtype=np.int64)
+    return est._soft_scores(Xk, match=np.where(rows < n_ref, rows, -1))
 
 
 def _blk_graph_final(Xk, Yk, labels_k, A, tau, nu, p):
@@ -619,7 +626,10 @@ def _finalise_backend(est, be, state, rng, p, X0, labels, seed):
         res = be.map(_blk_final, None, (state.A, state.tau, state.nu, p))
         est.labels_ = np.concatenate([r[0] for r in res]).astype(np.int64)
         est.similarity_labels_ = np.concatenate([r[1] for r in res]).astype(np.int64)
-        est.reject_threshold_ = _tukey_fence(np.concatenate([r[2] for r in res]))
+    # the soft scores of every training sample (the first rows are the graph's reference set)
+    res = be.map(_blk_soft_scores, [(s,) for s, _ in be.bounds], (est,))
+    set_training_scores(est, est.labels_, np.concatenate([r[0] for r in res]),
+                        np.concatenate([r[1] for r in res]))
 
 
 def _set_graph_reference(est, Xref, labels_ref, state, p, seed):
@@ -632,10 +642,6 @@ def _set_graph_reference(est, Xref, labels_ref, state, p, seed):
     est.shared_mean_, est.shared_components_ = _graph.shared_directions(
         Q, r, labels=np.asarray(labels_ref, dtype=np.int64), random_state=seed)
     est._fit_X = Xref
-    codes = _codes(Q, est.shared_mean_, est.shared_components_, p.lambda1)
-    _, loo = _graph.knn_vote(codes, codes, np.asarray(labels_ref, dtype=np.int64),
-                             p.n_clusters, p.n_neighbors, exclude_self=True)
-    est.reject_threshold_ = float(np.max(loo))
 
 
 def chunked_fit(est, X, chunk_size, *, callback=None, tmp_dir=None):
@@ -835,10 +841,12 @@ def _partial_fit(est, X, p, forget, first, from_fit):
         est.similarity_labels_ = _graph.restricted_stage1(
             _driver.compute_Q(ref[0], A, p.learn_transform), tau, nu, ref[1], p.lambda0,
             p.lambda1, p.lambda_a)[0]
+        scored, match = ref[0], np.arange(ref[0].shape[0])
     else:
         est.labels_ = labels
         est.similarity_labels_ = sim
-        est.reject_threshold_ = _tukey_fence(_best_scores(scores))
+        scored, match = Xs, None
+    set_training_scores(est, est.labels_, *est._soft_scores(scored, match=match))
 
 
 def _vote_ref(Q, ref, A, p, r, seed, n_fixed=0):

@@ -232,6 +232,10 @@ def _predict_block(block, est, reject):
     return est.predict(block, reject=reject)
 
 
+def _proba_block(block, est):
+    return est.predict_proba(block)
+
+
 def _transform_block(block, est):
     return est.transform(block)
 
@@ -425,6 +429,64 @@ class NTClustering(_NTClustering):
             X = _as_dask(X)
             return X.map_blocks(_predict_block, loc, reject, dtype=np.int64, drop_axis=1)
         return loc.predict(X, reject=reject)
+
+    def predict_proba(self, X):
+        """Soft assignment of each sample (see :meth:`ntnumba.NTClustering.predict_proba`).
+
+        Parameters
+        ----------
+        X : dask.array.Array or array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : dask.array.Array (for dask input) or ndarray of shape (n_samples, n_clusters)
+
+        Examples
+        --------
+        >>> import numpy as np, dask.array as da
+        >>> from distributed import Client, LocalCluster
+        >>> from ntnumba.dask import NTClustering
+        >>> X = np.random.default_rng(0).standard_normal((40, 4))
+        >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as c, \\
+        ...         Client(c):
+        ...     model = NTClustering(2, n_components=8, random_state=0).fit(X)
+        ...     proba = model.predict_proba(da.from_array(X, chunks=10)).compute()
+        >>> proba.shape, bool(np.allclose(proba, model.to_local().predict_proba(X)))
+        ((40, 2), True)
+        """
+        loc = self._local()
+        if isinstance(X, da.Array):
+            X = _as_dask(X)
+            return X.map_blocks(_proba_block, loc, dtype=np.float64,
+                                chunks=(X.chunks[0], (loc.n_clusters,)))
+        return loc.predict_proba(X)
+
+    def set_output(self, *, transform=None):
+        """Only the default container: :meth:`transform` returns dask arrays for dask input.
+
+        For a dask DataFrame use ``dask.dataframe.from_dask_array(model.transform(X),
+        columns=model.get_feature_names_out())``.
+
+        Parameters
+        ----------
+        transform : {"default"} or None
+
+        Returns
+        -------
+        self : NTClustering
+
+        Examples
+        --------
+        >>> from ntnumba.dask import NTClustering
+        >>> NTClustering(2).set_output(transform="default").n_clusters
+        2
+        """
+        if transform not in (None, "default"):
+            raise ValueError(f"set_output: ntnumba.dask.NTClustering supports only "
+                             f"transform='default' (dask arrays), got {transform!r}; use "
+                             "dask.dataframe.from_dask_array(model.transform(X), "
+                             "columns=model.get_feature_names_out())")
+        return super().set_output(transform=transform)
 
     def transform(self, X):
         """The assigned NT representations (see :meth:`ntnumba.NTClustering.transform`).
