@@ -112,6 +112,23 @@ def _numba_threads(n_jobs):
         numba.set_num_threads(old)
 
 
+class _FirstLabels:
+    """Callback wrapper keeping the partition a fit starts from (``initial_labels_``).
+
+    ``labels``: the initial partition when the initialisation made one (``init="graph"``),
+    else the labels of the first iteration's Stage 1.
+    """
+
+    def __init__(self, labels, callback):
+        self.labels = None if labels is None else np.array(labels, dtype=np.int64)
+        self.callback = callback
+
+    def __call__(self, state):
+        if self.labels is None and state.labels is not None:
+            self.labels = np.array(state.labels, dtype=np.int64)
+        return self.callback(state) if self.callback is not None else False
+
+
 class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin,
                    BaseEstimator):
     """Clustering with jointly learned nonlinear transforms and min-max assignment.
@@ -219,6 +236,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         Full objective of the learning problem after every iteration.
     n_iter_ : int
         Iterations run.
+    initial_labels_ : ndarray of shape (n_samples,)
+        The partition the fit started from: the graph partition of the initial transform
+        (``init="graph"``), else the labels of the first iteration's Stage 1. Compare with
+        ``labels_`` to see what the iterations changed.
     n_features_in_ : int
         Number of features seen during fit.
     scale_ : float
@@ -466,8 +487,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                 for s in seeds:
                     rng = np.random.RandomState(s)
                     state = _driver.initialise(X, p, rng)
+                    first = _FirstLabels(state.labels, callback)
                     state = _driver.run(X, state, p, rng, verbose=self.verbose,
-                                        callback=callback)
+                                        callback=first)
+                    state.initial_labels = first.labels
                     if not state.objective_history:
                         if best is None:
                             best, best_rng = state, rng
@@ -548,6 +571,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         self.objective_history_ = np.asarray(state.objective_history, dtype=np.float64)
         self.n_iter_ = state.n_iter
         self._p = p
+        initial = getattr(state, "initial_labels", None)  # None: a warm start keeps its own
+        if initial is not None:
+            self.initial_labels_ = np.asarray(initial, dtype=np.int64).copy()
         if p.rule == "graph":
             self._fit_graph(X)
         else:

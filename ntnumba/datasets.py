@@ -33,6 +33,9 @@ __all__ = [
     "load_coil20",
     "load_orl",
     "load_yaleb",
+    "load_usps",
+    "load_isolet",
+    "load_mnist_subset",
     "load_demo",
     "load_file",
     "normalize_images",
@@ -52,6 +55,9 @@ _ORL_MAT = ("orl", "ORL_32x32.mat")
 _ORL_NPZ = ("orl", "ORL_112x92.npz")
 _YALE_MAT = ("yaleb", "YaleB_32x32.mat")
 _YALE_NPZ = ("yaleb", "CroppedYale_192x168.npz")
+_USPS_MAT = ("usps", "USPS_1854_16x16.mat")
+_ISOLET_MAT = ("isolet", "Isolet_1560.mat")
+_MNIST_MAT = ("mnist", "MNIST_subset604.mat")
 
 _DATA_KEYS = ("X", "fea", "images", "data")
 _TARGET_KEYS = ("Y", "gnd", "labels", "y", "target")
@@ -489,6 +495,94 @@ def load_yaleb(resolution="paper", *, data_home=None, normalize=True):
         good = ~d["is_bad"]
         images, labels = d["images"][good], d["labels"][good]
     return _finish(images, labels, shape, normalize)
+
+
+def load_usps(*, data_home=None, normalize=True):
+    """Load the USPS handwritten digits subset: 1854 images of 16x16, 10 unbalanced classes.
+
+    Not in the paper; a held-out set for the defaults (141 to 310 images per digit).
+
+    Parameters
+    ----------
+    data_home : str or path-like, optional
+        Folder holding ``usps/USPS_1854_16x16.mat``; see :func:`get_data_home`.
+    normalize : bool, default True
+        Normalise every image to zero mean and unit variance (:func:`normalize_images`);
+        if False, the stored grey levels in [-1, 1].
+
+    Returns
+    -------
+    X : ndarray of float64, shape (1854, 256)
+        One 16x16 image per row, C order.
+    y : ndarray of int64, shape (1854,)
+        The digit (0..9).
+
+    Examples
+    --------
+    >>> from ntnumba.datasets import load_usps
+    >>> X, y = load_usps()
+    >>> X.shape, int(y.max()) + 1
+    ((1854, 256), 10)
+    """
+    d = _loadmat(_find_file(_USPS_MAT, data_home, "load_usps"))
+    return _finish(d["X"], d["Y"], (16, 16), normalize)
+
+
+def load_isolet(*, data_home=None):
+    """Load the ISOLET subset: 1560 spoken letters x 617 features, 26 classes x 60.
+
+    Not images: the features are returned as stored (UCI's scaling to [-1, 1]). Not in the
+    paper; a held-out set for the defaults.
+
+    Parameters
+    ----------
+    data_home : str or path-like, optional
+        Folder holding ``isolet/Isolet_1560.mat``; see :func:`get_data_home`.
+
+    Returns
+    -------
+    X : ndarray of float64, shape (1560, 617)
+    y : ndarray of int64, shape (1560,)
+        The letter (0..25).
+
+    Examples
+    --------
+    >>> from ntnumba.datasets import load_isolet
+    >>> X, y = load_isolet()
+    >>> X.shape, int(y.max()) + 1
+    ((1560, 617), 26)
+    """
+    d = _loadmat(_find_file(_ISOLET_MAT, data_home, "load_isolet"))
+    return np.asarray(d["X"], dtype=np.float64), _labels0(d["Y"])
+
+
+def load_mnist_subset(*, data_home=None, normalize=True):
+    """Load the 604-image MNIST subset (28x28, 10 digits, 54 to 69 each).
+
+    Parameters
+    ----------
+    data_home : str or path-like, optional
+        Folder holding ``mnist/MNIST_subset604.mat``; see :func:`get_data_home`.
+    normalize : bool, default True
+        Normalise every image to zero mean and unit variance (:func:`normalize_images`);
+        if False, grey levels in [0, 255].
+
+    Returns
+    -------
+    X : ndarray of float64, shape (604, 784)
+        One 28x28 image per row, C order.
+    y : ndarray of int64, shape (604,)
+        The digit (0..9).
+
+    Examples
+    --------
+    >>> from ntnumba.datasets import load_mnist_subset
+    >>> X, y = load_mnist_subset()
+    >>> X.shape, int(y.max()) + 1
+    ((604, 784), 10)
+    """
+    d = _loadmat(_find_file(_MNIST_MAT, data_home, "load_mnist_subset"))
+    return _finish(np.asarray(d["X"]).T, d["gnd"], (28, 28), normalize)
 
 
 def load_demo(resolution="32x32", *, normalize=True):

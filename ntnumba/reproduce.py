@@ -23,6 +23,7 @@ Usage::
     python -m ntnumba.reproduce                       # full run, writes docs/
     python -m ntnumba.reproduce --datasets orl --runs 2 --out /tmp/r
     python -m ntnumba.reproduce --quick --out /tmp/r
+    python -m ntnumba.reproduce --suite dev           # held-out data sets (ntnumba/devsuite.py)
 """
 import argparse
 import datetime
@@ -513,6 +514,10 @@ def make_plots(res, out):
 
 # --------------------------------------------------------------------------- main
 def main(argv=None):
+    from .devsuite import suite_hook  # --suite dev: the development benchmark
+    suite = suite_hook(sys.argv[1:] if argv is None else list(argv))
+    if suite is not None:
+        return suite
     ap = argparse.ArgumentParser(prog="python -m ntnumba.reproduce", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",

@@ -1,0 +1,96 @@
+"""The development suite (``python -m ntnumba.reproduce --suite dev``), the held-out loaders
+and ``initial_labels_``."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.io import loadmat
+
+from ntnumba import NTClustering, devsuite, reproduce
+from ntnumba.datasets import load_isolet, load_mnist_subset, load_usps
+from ntnumba.metrics import clustering_accuracy, nmi
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+needs_data = pytest.mark.skipif(not (SHARED / "usps").is_dir(),
+                                reason="real data sets not found in ../shared/data")
+
+
+@needs_data
+def test_held_out_loaders_match_the_files():
+    X, y = load_usps(data_home=SHARED)
+    raw = loadmat(SHARED / "usps" / "USPS_1854_16x16.mat")
+    assert X.shape == (1854, 256) and np.bincount(y).tolist()[:2] == [310, 253]
+    # per-image normalisation of the stored rows (row-major 16x16 kept as is)
+    r = raw["X"][5]
+    np.testing.assert_allclose(X[5], (r - r.mean()) / r.std(), atol=1e-9)
+    X, y = load_isolet(data_home=SHARED)
+    assert X.shape == (1560, 617) and np.all(np.bincount(y) == 60)
+    X, y = load_mnist_subset(data_home=SHARED, normalize=False)
+    m = loadmat(SHARED / "mnist" / "MNIST_subset604.mat")
+    np.testing.assert_array_equal(X[7], m["X"][:, 7])  # one column per image
+    assert y.min() == 0 and y.max() == 9 and y[0] == int(m["gnd"][0, 0]) - 1
+
+
+def test_suite_hook_routes_only_dev():
+    assert devsuite.suite_hook(["--quick"]) is None
+    assert devsuite.suite_hook(["--suite", "paper"]) is None
+    with pytest.raises(SystemExit):
+        devsuite.suite_hook(["--suite", "nope"])
+
+
+def test_dev_suite_records_what_independent_fits_give(tmp_path, monkeypatch):
+    names = "iris-raw,blobs-5d-small"
+    small = {"n_components": 24}  # the default's rule at a small M: a fast test
+    monkeypatch.setattr(devsuite, "NT_CONFIGS", {"ntnumba (default)": small})
+    res = reproduce.main(["--suite", "dev", "--datasets", names, "--seeds", "1",
+                          "--cache", "", "--out", str(tmp_path)])
+    data = json.loads((tmp_path / "dev_results.json").read_text())
+    md = (tmp_path / "dev_results.md").read_text()
+    assert list(data["datasets"]) == names.split(",") and res["meta"]["seeds"] == [0]
+    for title in ("## Summary", "## Where the default wins and loses", "## Every number",
+                  "## Provenance of the defaults", "iris-raw", "KMeans(n_init=10)"):
+        assert title in md
+    X, y = devsuite.load_case("iris-raw")
+    assert X.shape == (150, 4)
+    d = data["datasets"]["iris-raw"]
+    labels = NTClustering(3, random_state=0, **small).fit(X).labels_
+    run = d["methods"]["ntnumba (default)"]["runs"][0]
+    assert run["ca"] == pytest.approx(100.0 * clustering_accuracy(y, labels))
+    assert run["nmi"] == pytest.approx(100.0 * nmi(y, labels))
+    from sklearn.cluster import KMeans
+    km = KMeans(3, n_init=10, random_state=0).fit_predict(X)
+    assert d["peers"]["KMeans(n_init=10)"]["ca"]["mean"] == pytest.approx(
+        100.0 * clustering_accuracy(y, km))
+    # HDBSCAN ran on these few features; the verdict follows the recorded means
+    assert "HDBSCAN" in d["peers"]
+    v = devsuite.verdicts(d)
+    assert v["vs_kmeans"] == (run["ca"] >= d["peers"]["KMeans(n_init=10)"]["ca"]["mean"] and
+                              run["nmi"] >= d["peers"]["KMeans(n_init=10)"]["nmi"]["mean"])
+
+
+def test_peer_cache_is_used(tmp_path):
+    cache = devsuite._Cache(str(tmp_path / "c.json"))
+    X, y = devsuite.load_case("blobs-5d-small")
+    first = devsuite.run_peer("Ward", X, y, 8, [0], cache)
+    key = next(iter(cache.data))
+    cache.data[key]["ca"] = -1.0  # a cached record is returned as stored, not recomputed
+    again = devsuite.run_peer("Ward", X, y, 8, [0], devsuite._Cache(cache.path))
+    assert first["ca"]["mean"] > 0 and again["ca"]["mean"] != -1.0  # file not rewritten yet
+    cache.put(key, cache.data[key])
+    again = devsuite.run_peer("Ward", X, y, 8, [0], devsuite._Cache(cache.path))
+    assert again["ca"]["mean"] == -1.0
+
+
+def test_initial_labels_are_the_first_partition():
+    rng = np.random.default_rng(0)
+    X = np.repeat(3.0 * rng.standard_normal((3, 8)), 30, axis=0) + rng.standard_normal((90, 8))
+    kw = dict(n_components=16, assign="objective", init="k-means++", random_state=0)
+    one = NTClustering(3, max_iter=1, **kw).fit(X)
+    more = NTClustering(3, max_iter=4, tol=0.0, **kw).fit(X)
+    # one iteration's Stage-1 labels (labels_ itself is Stage 1 again with the final parameters)
+    np.testing.assert_array_equal(more.initial_labels_, one._state.labels)
+    assert not np.array_equal(more.initial_labels_, more._state.labels)  # learning moved them
+    # the graph rule starts from its partition and keeps it
+    g = NTClustering(3, n_components=16, random_state=0).fit(X)
+    np.testing.assert_array_equal(g.initial_labels_, g.labels_)
