@@ -260,7 +260,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         ``assign="graph"`` only: number of shared principal directions removed.
     graph_cut_ : float
         ``assign="graph"`` only: relaxed normalised cut of the graph of the clustering.
-    shared_mean_, shared_components_ : ndarray of shape (n_components,) and (n_shared_, n_components)
+    shared_mean_, shared_components_ : ndarray of shape (n_components,) and (n_shared, n_components)
         ``assign="graph"`` only: mean and shared directions of the training samples' ``A x``
         (final A), removed from the representations of new samples in :meth:`predict`.
 

@@ -671,6 +671,8 @@ def theta_objective(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, l
                     lambda_e=0.001):
     """The Stage-2 objective: everything of the learning problem that depends on theta.
 
+    The sum::
+
         sum_i [ lambda_a/2 ||q_i - tau_j1(i) - nu_j2(i)||^2
                 + lambda0 ( rho(y_i, tau_j1(i)) / rho(y_i, nu_j2(i)) + sigma(y_i, tau_j1(i)) ) ]
         + lambda_e u_p(theta)

@@ -252,10 +252,11 @@ def assignment_scores(model, X):
     Returns
     -------
     score : ndarray of shape (n_samples,), float64
-        The score :meth:`NTClustering.predict` compares with the threshold of its rejection
-        option: ``predict(X, reject=t)`` labels ``-1`` exactly the samples with ``score > t``
-        (what the score is for each ``assign`` rule: see ``predict``; for ``"objective"`` the
-        full per-sample cost, for ``"paper"`` the min-max score ``sP``). Large = atypical.
+        The score :meth:`ntnumba.NTClustering.predict` compares with the threshold of its
+        rejection option: ``predict(X, reject=t)`` labels ``-1`` exactly the samples with
+        ``score > t`` (what the score is for each ``assign`` rule: see ``predict``; for
+        ``"objective"`` the full per-sample cost, for ``"paper"`` the min-max score ``sP``).
+        Large = atypical.
     margin : ndarray of shape (n_samples,), float64
         The best score over the other clusters minus the best score (>= 0). Small = ambiguous.
         ``inf`` with one cluster, when no other cluster has a valid candidate, and for

@@ -1,15 +1,14 @@
-"""The documentation works: links resolve, examples run, commands parse, the API page is current.
+"""The documentation works: the Sphinx site builds warning-free, examples run, commands parse.
 
-This is the check that stands in for a warning-free Sphinx build (see docs/index.md):
-
-* every relative link and ``#anchor`` in README.md, CHANGELOG.md and docs/*.md points to a file
-  and a heading that exist;
-* every ``python`` / ``pycon`` code block of those pages runs (blocks of one page share a
-  namespace, in order), unless preceded by ``<!-- not tested: reason -->``;
+* the Sphinx build of docs/ (``-W --keep-going -n``: every warning is an error; every
+  cross-reference, page link and ``#anchor`` resolves; the gallery's example scripts run),
+  into a temporary folder, and every relative link of README.md resolves in the built site;
+* the API page documents every public name (the ``__all__`` of the documented modules);
+* every ``python`` / ``pycon`` code block of README.md, CHANGELOG.md and docs/*.md runs (blocks
+  of one page share a namespace, in order), unless preceded by ``<!-- not tested: reason -->``;
 * every ``$ ntnumba ...`` line of a ``console`` block is a valid command line, and every
   ``pip install ".[extra]"`` names an extra that exists;
-* the doctests of every public docstring (the objects of docs/gen_api.py) pass;
-* docs/api.md equals what docs/gen_api.py generates.
+* the doctests of every public docstring (the objects of the API page) pass.
 
 BLAS runs on one thread here, as the ``ntnumba`` command does: the numba kernels already use the
 cores (see the user guide, "Speed").
@@ -17,8 +16,11 @@ cores (see the user guide, "Speed").
 import doctest
 import importlib
 import inspect
+import os
 import re
 import shlex
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,12 +29,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = sorted([ROOT / "README.md", ROOT / "CHANGELOG.md"] + list(DOCS.glob("*.md")))
-sys.path.insert(0, str(DOCS))
-import gen_api  # noqa: E402
 
 FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)\n"
                    r"(?P<body>.*?)^(?P=indent)(?P=fence)[ \t]*$", re.S | re.M)
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+#: the autodoc directives of the API page: (directive, qualified name, options)
+AUTODOC = re.compile(r"^\.\. (automodule|autoclass|autofunction):: ([\w.]+)\n"
+                     r"((?:   :[\w-]+:.*\n)*)", re.M)
 
 
 def _rel(path):
@@ -53,42 +56,77 @@ def _prose(text):
     return re.sub(r"(`+)(?:(?!\1).)+?\1", "", text, flags=re.S)
 
 
-def _slugs(path):
-    """GitHub's anchors of the headings of a Markdown file (duplicates get -1, -2, ...)."""
-    text = FENCE.sub("", path.read_text())
-    seen = {}
-    out = set()
-    for m in re.finditer(r"^#{1,6}\s+(.+?)\s*#*\s*$", text, flags=re.M):
-        slug = gen_api._slug(m.group(1).replace("`", ""))
-        n = seen.get(slug, 0)
-        seen[slug] = n + 1
-        out.add(slug if n == 0 else f"{slug}-{n}")
-    return out
+def _links(page):
+    """Relative link targets of a Markdown page (outside code)."""
+    return [t for t in LINK.findall(_prose(page.read_text()))
+            if not re.match(r"^[a-z][a-z0-9+.-]*:", t, flags=re.I)]
 
 
-# ------------------------------------------------------------------------------ links
-@pytest.mark.parametrize("page", PAGES, ids=_rel)
-def test_links_resolve(page):
+# ------------------------------------------------------------------------------ the site
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The HTML site, built from a copy of the sources (the gallery writes next to them)."""
+    src = tmp_path_factory.mktemp("docs-src")
+    skip = shutil.ignore_patterns("_build", "auto_examples", "sg_execution_times.rst",
+                                  "__pycache__")
+    shutil.copytree(DOCS, src / "docs", ignore=skip)
+    shutil.copytree(ROOT / "examples", src / "examples", ignore=skip)
+    for name in ("README.md", "CHANGELOG.md"):
+        shutil.copy(ROOT / name, src / name)
+    out = src / "html"
+    proc = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q",
+                           "-b", "html", str(src / "docs"), str(out)], capture_output=True,
+                          text=True, env=dict(os.environ, MPLBACKEND="Agg"), timeout=600)
+    return proc, out
+
+
+def test_sphinx_build_has_no_warnings(site):
+    proc, out = site
+    assert proc.returncode == 0 and not proc.stderr.strip(), \
+        f"sphinx build failed (exit {proc.returncode}):\n{proc.stderr}{proc.stdout}"
+    pages = ["index", "api", "changelog", "auto_examples/index"] + \
+        [p.stem for p in DOCS.glob("*.md")] + \
+        [f"auto_examples/{p.stem}" for p in (ROOT / "examples").glob("plot_*.py")]
+    missing = [p for p in pages if not (out / f"{p}.html").exists()]
+    assert not missing, f"pages not built: {missing}"
+
+
+def test_readme_links_resolve_in_the_site(site):
+    """README.md is read on the code host: its links point at the Markdown sources, and each
+    of them is a page of the site with the linked #anchor."""
+    out = site[1]
+    links = _links(ROOT / "README.md")
     bad = []
-    for target in LINK.findall(_prose(page.read_text())):
-        if re.match(r"^[a-z][a-z0-9+.-]*:", target, flags=re.I):   # http:, https:, mailto:
-            assert target.startswith(("https://", "http://", "mailto:")), target
-            continue
+    for target in links:
         path, _, anchor = target.partition("#")
-        dest = (page.parent / path).resolve() if path else page
-        if not dest.exists():
-            bad.append(f"{target}: {_rel(dest) if ROOT in dest.parents else dest} does not exist")
-        elif anchor and dest.suffix == ".md" and anchor not in _slugs(dest):
-            bad.append(f"{target}: no heading with anchor #{anchor} in {_rel(dest)}")
-    assert not bad, f"{_rel(page)}: " + "; ".join(bad)
+        if path.startswith("docs/") and path.endswith(".md"):
+            html = out / (path[len("docs/"):-len(".md")] + ".html")
+            if not html.exists():
+                bad.append(f"{target}: no page {html.name} in the site")
+            elif anchor and f'id="{anchor}"' not in html.read_text():
+                bad.append(f"{target}: no #{anchor} in {html.name}")
+        elif not (ROOT / path).exists():
+            bad.append(f"{target}: {path} does not exist")
+    assert not bad, "README.md: " + "; ".join(bad)
+    assert sum(t.startswith("docs/") for t in links) >= 5
 
 
-def test_slugs_follow_github():
-    assert gen_api._slug("The paper's variant and the default") == \
-        "the-papers-variant-and-the-default"
-    assert gen_api._slug("Choosing n_similarity (Cs) and n_components (M)") == \
-        "choosing-n_similarity-cs-and-n_components-m"
-    assert gen_api._slug("ntnumba.NTClustering") == "ntnumbantclustering"
+def _api_directives():
+    return AUTODOC.findall((DOCS / "api.md").read_text())
+
+
+def test_api_page_documents_every_public_name():
+    documented = {name for _, name, _ in _api_directives()}
+    modules = [name for kind, name, _ in _api_directives() if kind == "automodule"]
+    assert {"ntnumba", "ntnumba.kernels", "ntnumba.datasets", "ntnumba.metrics",
+            "ntnumba.plotting", "ntnumba.dask"} <= set(modules)
+    missing = []
+    for m in modules:
+        mod = importlib.import_module(m)
+        missing += [f"{m}.{n}" for n in getattr(mod, "__all__", [])
+                    if not inspect.ismodule(getattr(mod, n)) and n != "__version__"
+                    and f"{m}.{n}" not in documented]
+    assert not missing, f"docs/api.md does not document {missing}"
 
 
 # ------------------------------------------------------------------------------ examples
@@ -97,9 +135,9 @@ def _tested(info, before):
 
 
 def _code_pages():
-    """Pages with examples; api.md's examples are the docstrings (test_public_docstrings)."""
-    return [p for p in PAGES if p.name != "api.md"
-            and any(_tested(info, before) for info, _, _, before in _blocks(p.read_text()))]
+    """Pages with examples (the API page's are the docstrings: test_public_docstrings)."""
+    return [p for p in PAGES
+            if any(_tested(info, before) for info, _, _, before in _blocks(p.read_text()))]
 
 
 @pytest.fixture
@@ -156,6 +194,8 @@ def test_console_commands_are_valid(where, command):
             declared = set(re.findall(r"^(\w+) = \[", _optional_dependencies(), flags=re.M))
             for extra in ",".join(extras).split(",") if extras else []:
                 assert extra in declared, f"{where}: unknown extra {extra!r}"
+        elif words[:3] == ["python", "-m", "sphinx"]:   # the build test_docs runs
+            assert {"-W", "--keep-going", "-n"} <= set(words), f"{where}: {part}"
         else:
             assert words[:3] == ["python", "-m", "pytest"], f"{where}: unchecked: {part}"
 
@@ -178,17 +218,18 @@ def test_readme_setup_commands_and_ci():
 
 # ------------------------------------------------------------------------------ docstrings
 def _public_objects():
-    """(qualified name, object) of the API reference, class members included."""
+    """(qualified name, object) of the API page, class members included."""
     out = []
-    for modname, names, _ in gen_api.PUBLIC:
-        mod = importlib.import_module(modname)
-        out.append((modname, mod))
-        for n in names if names is not None else mod.__all__:
-            obj = getattr(mod, n)
-            out.append((f"{modname}.{n}", obj))
-            if inspect.isclass(obj):
-                out += [(f"{modname}.{n}.{m}", v) for m, v in vars(obj).items()
-                        if not m.startswith("_") and inspect.isfunction(v)]
+    for kind, qual, options in _api_directives():
+        if kind == "automodule":
+            out.append((qual, importlib.import_module(qual)))
+            continue
+        modname, _, n = qual.rpartition(".")
+        obj = getattr(importlib.import_module(modname), n)
+        out.append((qual, obj))
+        if inspect.isclass(obj) and ":members:" in options:
+            out += [(f"{qual}.{m}", v) for m, v in vars(obj).items()
+                    if not m.startswith("_") and inspect.isfunction(v)]
     return out
 
 
@@ -221,11 +262,6 @@ def test_public_docstrings(name, obj, tmp_path, monkeypatch, one_blas_thread):
             pytest.skip("needs the data folder (NTNUMBA_DATA or ../shared/data)")
         result = runner.run(test)
         assert result.failed == 0, f"doctest of {name} failed (output above)"
-
-
-def test_api_reference_is_current():
-    assert (DOCS / "api.md").read_text() == gen_api.generate(), \
-        "docs/api.md is out of date: run python docs/gen_api.py"
 
 
 def _first_table(section):
