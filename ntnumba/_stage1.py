@@ -1093,6 +1093,31 @@ def adjustment_term(Q, tau, nu, lambda_a):
     """``lambda_a / 2 ||q_i - tau_c1 - nu_c2||^2`` for all i, c1, c2 (float64, n x Cd x Cs).
 
     Expanded into matrix products (no n x Cd x Cs x M array); clipped at 0 against rounding.
+
+    Parameters
+    ----------
+    Q : array_like of shape (n, M)
+        Linear maps of the samples (rows).
+    tau : array_like of shape (Cd, M)
+        Dissimilarity parameters.
+    nu : array_like of shape (Cs, M)
+        Similarity parameters.
+    lambda_a : float
+        Weight of the term.
+
+    Returns
+    -------
+    adj : ndarray of shape (n, Cd, Cs), float64
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba.kernels import adjustment_term
+    >>> Q = np.array([[1.0, 2.0]])
+    >>> tau = np.array([[1.0, 2.0], [0.0, 0.0]])
+    >>> nu = np.array([[0.0, 1.0]])
+    >>> adjustment_term(Q, tau, nu, lambda_a=2.0)[0, :, 0].tolist()   # ||(0, -1)||^2, ||(1, 1)||^2
+    [1.0, 2.0]
     """
     Q = np.asarray(Q, dtype=np.float64)
     tau = np.asarray(tau, dtype=np.float64)

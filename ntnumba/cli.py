@@ -460,7 +460,19 @@ def _add_data_options(p):
 
 
 def build_parser():
-    """The :class:`argparse.ArgumentParser` of the ``ntnumba`` command."""
+    """The :class:`argparse.ArgumentParser` of the ``ntnumba`` command.
+
+    Returns
+    -------
+    parser : argparse.ArgumentParser
+
+    Examples
+    --------
+    >>> from ntnumba.cli import build_parser
+    >>> args = build_parser().parse_args(["fit", "data.csv", "-k", "3", "--out", "model"])
+    >>> args.command, args.n_clusters
+    ('fit', 3)
+    """
     from . import __version__
     from ._estimator import ASSIGN_RULES, INITS, NTClustering
     parser = _Parser(
@@ -587,6 +599,13 @@ def main(argv=None):
     int
         0 on success, 1 on an error (one line on standard error), 2 on a usage error, 130 when
         interrupted.
+
+    Examples
+    --------
+    >>> from ntnumba.cli import main
+    >>> main(["--version"])  # doctest: +ELLIPSIS
+    ntnumba ...
+    0
     """
     parser = build_parser()
     try:

@@ -233,6 +233,14 @@ def _public_objects():
     return out
 
 
+def test_public_docstrings_have_examples():
+    """numpydoc docstrings with an Examples section for every class, function and method of
+    the API page (modules excepted)."""
+    missing = [name for name, obj in _public_objects() if not inspect.ismodule(obj)
+               and not re.search(r"^Examples\n-{8}$", inspect.getdoc(obj) or "", flags=re.M)]
+    assert not missing, f"no Examples section: {missing}"
+
+
 def _needs_data_folder(test):
     src = "".join(ex.source for ex in test.examples)
     return re.search(r"load_(coil20|orl|yaleb)\(|get_data_home\(", src) is not None
