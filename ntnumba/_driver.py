@@ -107,7 +107,7 @@ def full_objective(X, A, Y, labels, sim, tau, nu, p, Q=None, sv=None):
     return val
 
 
-def initialise(X, p, rng):
+def initialise(X, p, rng, verbose=0):
     """Initial A, tau, nu.
 
     ``init="random"`` is the paper's: A, tau, nu i.i.d. N(0, 1), except that the rows of A are
@@ -145,7 +145,8 @@ def initialise(X, p, rng):
     elif p.init == "graph":
         labels, ginfo = graph_partition(Q, C, lambda1=p.lambda1, n_neighbors=p.n_neighbors,
                                         n_shared=p.n_shared,
-                                        random_state=rng.randint(np.iinfo(np.int32).max))
+                                        random_state=rng.randint(np.iinfo(np.int32).max),
+                                        verbose=verbose)
         tau = graph_init_tau(Q, labels, nu, C, rng).astype(dt)
         graph = {"n_shared": ginfo["n_shared"], "graph_cut": ginfo["ncut"][ginfo["n_shared"]],
                  "ncut": dict(ginfo["ncut"])}

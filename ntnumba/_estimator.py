@@ -473,7 +473,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         warm = self.warm_start and hasattr(self, "_state")
         self.scale_ = self.scale_ if warm else self._rms_scale(X)
         X = self._scaled(X, self.scale_)
-        with _numba_threads(self.n_jobs):
+        # every BLAS call of the fit (X A^T, the graph) under the fit's BLAS thread policy
+        with _numba_threads(self.n_jobs), _driver.blas_context():
             if warm:
                 state = self._state
                 rng = check_random_state(None)
@@ -486,7 +487,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                     np.iinfo(np.int32).max, size=self.n_init)
                 for s in seeds:
                     rng = np.random.RandomState(s)
-                    state = _driver.initialise(X, p, rng)
+                    state = _driver.initialise(X, p, rng, verbose=self.verbose)
                     first = _FirstLabels(state.labels, callback)
                     state = _driver.run(X, state, p, rng, verbose=self.verbose,
                                         callback=first)
@@ -597,7 +598,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         else:  # no iteration ran (e.g. interrupted before the first one)
             labels, info = _graph.graph_partition(Q, p.n_clusters, lambda1=p.lambda1,
                                                   n_neighbors=p.n_neighbors,
-                                                  n_shared=p.n_shared, random_state=seed)
+                                                  n_shared=p.n_shared, random_state=seed,
+                                                  verbose=self.verbose)
             r = int(info["n_shared"])
             self.graph_cut_ = float(info["ncut"][r])
         sim, _, cost = _graph.restricted_stage1(Q, self.dissimilarity_, self.similarity_,

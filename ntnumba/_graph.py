@@ -37,62 +37,187 @@ high-dimensional data (images: the paper's data sets) and not data of very few f
 Cost: dense ``n x n`` similarities (``O(n^2 M)`` per candidate ``r``): meant for the paper's
 data-set sizes (up to a few thousand samples). Larger problems need an approximate k-NN search.
 """
+import os
+import sys
+import time
+import warnings
+
 import numpy as np
+from numba import get_num_threads, njit
 from scipy import sparse
-from scipy.linalg import qr, svd
+from scipy.linalg import eigh, qr, svd
 from scipy.sparse.linalg import eigsh
+
+from ._parallel import run_blocks, run_ranges
+from ._quartic import CACHE
 
 #: candidate numbers of shared principal directions tried by default
 DEFAULT_SHARED = (0, 1, 2, 4, 8, 16)
 #: cuts closer than this are ties, broken by the larger (C+1)-th Laplacian eigenvalue
 _TIE = 1e-6
-
+#: the graph uses at most this many leading columns of ``Q`` (see :func:`graph_width`)
+GRAPH_WIDTH = 2100
+#: exact k-NN search up to this many samples, approximate (pynndescent) above (``knn="auto"``)
+EXACT_MAX = 20000
+#: similarity products per block of the exact search (float32 elements, per thread)
+_BLOCK_ELEMENTS = 1 << 22
 
 _ROWS = 512  # rows per block of the n x M updates (remove_shared)
+
+
+def _blas_policy():
+    """The fit's BLAS thread policy (``ntnumba._driver.blas_context``) around a graph step."""
+    from ._driver import blas_context
+    return blas_context()
+
+
+class _Progress:
+    """``verbose`` messages of the graph steps (stderr, with the time since the start)."""
+
+    def __init__(self, verbose, stream=None):
+        self.verbose = int(verbose or 0)
+        self.stream = sys.stderr if stream is None else stream
+        self.t0 = time.perf_counter()
+
+    def __call__(self, msg):
+        if self.verbose:
+            print(f"graph: {msg}  [{time.perf_counter() - self.t0:.1f}s]", file=self.stream,
+                  flush=True)
+
+
+def _available_memory():
+    """Bytes of memory available to this process (MemAvailable; None if unknown)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(nbytes, what):
+    """Raise MemoryError when ``nbytes`` exceed the available memory, warn above half of it."""
+    avail = _available_memory()
+    if avail is None:
+        return
+    if nbytes > avail:
+        raise MemoryError(
+            f"{what} needs about {nbytes / 2**30:.1f} GiB but {avail / 2**30:.1f} GiB are "
+            "available: use fewer samples (fit a random subset and predict the rest), "
+            "fewer n_components, or chunk_size")
+    if nbytes > 0.5 * avail:
+        warnings.warn(f"{what} needs about {nbytes / 2**30:.1f} GiB of the "
+                      f"{avail / 2**30:.1f} GiB available", ResourceWarning, stacklevel=3)
+
+
+def graph_width(M):
+    """Number of leading columns of ``Q`` (of ``M``) the graph works with.
+
+    The rows of the initial ``A`` are i.i.d. random directions, so the leading ``m`` columns of
+    ``Q = X A^T`` are a random NT of dimension ``m``; the similarity is an average over the
+    columns and settles long before ``M = 2100`` (docs/performance.md): the graph, the shared
+    directions and the codes of :meth:`~ntnumba.NTClustering.predict` use ``min(M, GRAPH_WIDTH)``.
+    """
+    return int(min(M, GRAPH_WIDTH))
+
+
+def _gram(Q, mean=None):
+    """``(Q - mean)^T (Q - mean)`` (float64) summed over blocks of rows on the threads.
+
+    The blocks depend on the shape only (the same bits on any thread count); no n x m copy.
+    """
+    n, m = Q.shape
+    nb = int(min(16, max(1, n // 256)))
+    bounds = [(i * n) // nb for i in range(nb + 1)]
+    parts = [None] * nb
+
+    def block(start, stop):
+        b = bounds.index(start)
+        Qb = np.asarray(Q[start:stop], dtype=np.float64)
+        if mean is not None:
+            Qb = Qb - mean
+        parts[b] = Qb.T @ Qb
+
+    run_blocks(block, bounds, get_num_threads())
+    G = parts[0]
+    for P in parts[1:]:
+        G += P
+    return 0.5 * (G + G.T)
 
 
 def shared_directions(Q, r, *, labels=None, random_state=None, return_sv=False):
     """Mean and the ``r`` leading principal directions of the rows of ``Q``.
 
-    Returns ``(mean, V)`` with ``mean`` of shape (M,) and ``V`` of shape (r, M), orthonormal rows
-    (``V`` is empty for ``r = 0``). With ``labels``: the leading directions of the
-    within-cluster scatter (``Q`` minus its cluster means), the variation shared *inside* the
-    clusters; used once a partition exists (the learned A contracts the clusters, after which
-    the leading directions of the total scatter separate clusters instead). Exact thin SVD when
-    ``min(Q.shape)`` is small, otherwise a randomised SVD (seeded by ``random_state``).
-    With ``return_sv`` also the ``r`` singular values of the centred (scatter) matrix.
+    Only the leading :func:`graph_width` columns of ``Q`` are used: ``mean`` has shape (m,)
+    and ``V`` shape (r, m), orthonormal rows (``V`` is empty for ``r = 0``). With ``labels``:
+    the leading directions of the within-cluster scatter (``Q`` minus its cluster means), the
+    variation shared *inside* the clusters; used once a partition exists (the learned A
+    contracts the clusters, after which the leading directions of the total scatter separate
+    clusters instead). One symmetric eigendecomposition of the m x m scatter matrix (computed
+    over blocks of rows, no centred copy of ``Q``); ``random_state`` is kept for callers and
+    not used. With ``return_sv`` also the ``r`` singular values of the centred (scatter)
+    matrix.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._graph import shared_directions
+    >>> Q = np.random.default_rng(0).standard_normal((100, 5)) * [9.0, 1.0, 1.0, 1.0, 1.0]
+    >>> mean, V = shared_directions(Q, 1)
+    >>> np.round(np.abs(V), 1)
+    array([[1., 0., 0., 0., 0.]])
     """
-    Q = np.asarray(Q, dtype=np.float64)
-    mean = Q.mean(axis=0)
-    M = Q.shape[1]
-    r = int(min(r, max(min(Q.shape) - 1, 0)))
+    Q = np.asarray(Q)
+    if not np.issubdtype(Q.dtype, np.floating):
+        Q = Q.astype(np.float64)
+    Q = Q[:, :graph_width(Q.shape[1])]
+    n, m = Q.shape
+    mean = Q.mean(axis=0, dtype=np.float64)
+    r = int(min(r, max(min(n, m) - 1, 0)))
     if r <= 0:
-        return (mean, np.zeros((0, M))) + ((np.zeros(0),) if return_sv else ())
-    Qc = Q - mean
-    if labels is not None:
-        labels = np.asarray(labels)
-        for c in np.unique(labels):
-            m = labels == c
-            Qc[m] -= Qc[m].mean(axis=0)
-    if min(Qc.shape) <= 600:
-        _, sv, Vt = np.linalg.svd(Qc, full_matrices=False)
-    else:
-        from sklearn.utils.extmath import randomized_svd
-        _, sv, Vt = randomized_svd(Qc, r, n_iter=7, random_state=random_state)
-    out = (mean, np.ascontiguousarray(Vt[:r]))
-    return out + (sv[:r],) if return_sv else out
+        return (mean, np.zeros((0, m))) + ((np.zeros(0),) if return_sv else ())
+    with _blas_policy():
+        if labels is None:
+            G = _gram(Q, mean)
+        else:
+            labels = np.asarray(labels)
+            G = _gram(Q)
+            for c in np.unique(labels):
+                sel = labels == c
+                mu = Q[sel].mean(axis=0, dtype=np.float64)
+                G -= sel.sum() * np.outer(mu, mu)
+            G = 0.5 * (G + G.T)
+        if m <= 600 or 4 * r >= m:
+            w, U = eigh(G, subset_by_index=[m - r, m - 1])
+        else:  # Lanczos: r << m leading eigenpairs without the O(m^3) reduction
+            v0 = np.random.RandomState(0).uniform(-1.0, 1.0, m)
+            w, U = eigsh(G, k=r, which="LA", v0=v0, tol=1e-12)
+            order = np.argsort(w)
+            w, U = w[order], U[:, order]
+    w, U = w[::-1], U[:, ::-1]
+    sv = np.sqrt(np.maximum(w, 0.0))
+    out = (mean, np.ascontiguousarray(U.T))
+    return out + (sv,) if return_sv else out
 
 
 def remove_shared(Q, mean, V):
     """``(Q - mean)`` with its components along the rows of ``V`` removed (float64).
 
-    One n x M result; the projection is subtracted in blocks of rows (no second n x M array).
+    Uses the leading ``mean.size`` columns of ``Q`` (see :func:`graph_width`). One n x m
+    result; the projection is subtracted in blocks of rows (no second n x m array).
     """
-    Qc = np.asarray(Q, dtype=np.float64) - mean
+    mean = np.asarray(mean, dtype=np.float64)
+    Qc = np.asarray(Q)[:, :mean.shape[0]].astype(np.float64) - mean
     if V.shape[0]:
-        P = Qc @ V.T
-        for start in range(0, Qc.shape[0], _ROWS):
-            Qc[start:start + _ROWS] -= P[start:start + _ROWS] @ V
+        with _blas_policy():
+            for start in range(0, Qc.shape[0], _ROWS):
+                P = Qc[start:start + _ROWS] @ V.T
+                Qc[start:start + _ROWS] -= P @ V
     return Qc
 
 
@@ -113,83 +238,298 @@ def soft_threshold(Q, lambda1, *, overwrite=False):
     return out
 
 
+def graph_codes(Q, mean, V, lambda1):
+    """The graph's NT representations: shared directions removed, soft threshold (float64)."""
+    return soft_threshold(remove_shared(Q, mean, V), lambda1, overwrite=True)
+
+
 def nt_similarity(Y, Z=None):
-    """Normalised support-intersection similarity between the rows of ``Y`` (and ``Z``).
+    """Normalised support-intersection similarity between the rows of ``Y`` (and ``Z``), dense.
 
     ``S_ij = rho(y_i, z_j) / sqrt(rho(y_i, y_i) rho(z_j, z_j))`` with
     ``rho(y, z) = ||y- * z-||_1 + ||y+ * z+||_1`` (the paper's measure); ``S`` is in [0, 1],
-    and 0 for an all-zero row.
+    and 0 for an all-zero row. ``rho`` is the dot product of the non-negative vectors
+    ``[y+, y-]`` and ``rho(y, y) = ||y||^2``: ``S`` is their cosine similarity
+    (:func:`split_codes`). Dense n x n': for small sets only, the graph uses
+    :func:`knn_search`.
     """
     Y = np.asarray(Y, dtype=np.float64)
-    Z = Y if Z is None else np.asarray(Z, dtype=np.float64)
-    # the positive parts, then the negative parts: one sign part of each at a time
-    def part(A, negative):
-        if not negative:
-            return np.maximum(A, 0.0)
-        out = np.negative(A)
-        return np.maximum(out, 0.0, out=out)
-
-    R = None
-    for negative in (False, True):
-        Yh = part(Y, negative)
-        Zh = Yh if Z is Y else part(Z, negative)
-        if R is None:
-            R = Yh @ Zh.T
-        else:
-            R += Yh @ Zh.T
-        Yh = Zh = None
-    dy = np.einsum("ij,ij->i", Y, Y)   # rho(y, y) = ||y||^2
-    dz = dy if Z is Y else np.einsum("ij,ij->i", Z, Z)
-    with np.errstate(divide="ignore"):
-        sy = np.where(dy > 0, 1.0 / np.sqrt(dy), 0.0)
-        sz = np.where(dz > 0, 1.0 / np.sqrt(dz), 0.0)
-    R *= sy[:, None]
-    R *= sz[None, :]
+    Zs = split_codes(Y, np.float64)
+    Ws = Zs if Z is None else split_codes(np.asarray(Z, dtype=np.float64), np.float64)
+    R = Zs @ Ws.T
     np.clip(R, 0.0, 1.0, out=R)
     return R
 
 
+def split_codes(Y, dtype=np.float32):
+    """``[y+, y-] / ||y||`` per row (n x 2m, non-negative, unit rows; zero rows stay zero).
+
+    Their dot products are the normalised similarities of :func:`nt_similarity`.
+    """
+    Y = np.asarray(Y)
+    n, m = Y.shape
+    norm = np.sqrt(np.einsum("ij,ij->i", Y, Y, dtype=np.float64))
+    inv = np.where(norm > 0, 1.0 / np.where(norm > 0, norm, 1.0), 0.0)
+    Z = np.empty((n, 2 * m), dtype=dtype)
+    for start in range(0, n, _ROWS):
+        Yb = Y[start:start + _ROWS] * inv[start:start + _ROWS, None]
+        np.maximum(Yb, 0.0, out=Z[start:start + _ROWS, :m], casting="unsafe")
+        np.negative(Yb, out=Yb)
+        np.maximum(Yb, 0.0, out=Z[start:start + _ROWS, m:], casting="unsafe")
+    return Z
+
+
+@njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
+def _topk_rows(S, row0, exclude, idx, val):
+    """The ``k`` largest entries of every row of ``S`` (``k = idx.shape[1]``), descending.
+
+    A Numba JIT-compiled kernel. Row ``i`` of ``S`` is sample ``row0 + i`` of the search;
+    column ``exclude[row0 + i]`` is skipped (-1: none). Ties go to the smaller column. Writes
+    rows ``row0 .. row0 + S.shape[0]`` of ``idx`` and ``val`` (-1 / -inf where a row has
+    fewer than ``k`` candidates).
+    """
+    b, n = S.shape
+    k = idx.shape[1]
+    for i in range(b):
+        out = row0 + i
+        for j in range(k):
+            idx[out, j] = -1
+            val[out, j] = -np.inf
+        cnt = 0
+        for c in range(n):
+            if c == exclude[out]:
+                continue
+            s = S[i, c]
+            if cnt < k:
+                pos = cnt
+                cnt += 1
+            elif s > val[out, k - 1]:
+                pos = k - 1
+            else:
+                continue
+            # insertion into the sorted list (only strictly larger values move up: stable)
+            while pos > 0 and s > val[out, pos - 1]:
+                idx[out, pos] = idx[out, pos - 1]
+                val[out, pos] = val[out, pos - 1]
+                pos -= 1
+            idx[out, pos] = c
+            val[out, pos] = s
+
+
+@njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
+def _pair_similarity(Y, Yref, nn, out, start, stop):
+    """Normalised ``rho`` between ``Y[i]`` and ``Yref[nn[i, j]]`` for rows ``start..stop``.
+
+    A Numba JIT-compiled kernel (float64 sums; the exact values of :func:`nt_similarity` for
+    the pairs a search selected). ``nn`` entries of -1 give 0.
+    """
+    m = Y.shape[1]
+    for i in range(start, stop):
+        a = 0.0
+        for t in range(m):
+            a += Y[i, t] * Y[i, t]
+        for j in range(nn.shape[1]):
+            c = nn[i, j]
+            if c < 0:
+                out[i, j] = 0.0
+                continue
+            num = 0.0
+            b2 = 0.0
+            for t in range(m):
+                z = Yref[c, t]
+                p = Y[i, t] * z
+                if p > 0.0:
+                    num += p
+                b2 += z * z
+            den = np.sqrt(a * b2)
+            out[i, j] = min(num / den, 1.0) if den > 0.0 else 0.0
+
+
+def pair_similarity(Y, Yref, nn):
+    """Normalised NT similarities ``S[i, j] = S(Y[i], Yref[nn[i, j]])`` (float64, exact)."""
+    Y = np.ascontiguousarray(Y, dtype=np.float64)
+    Yref = Y if Yref is None else np.ascontiguousarray(Yref, dtype=np.float64)
+    nn = np.ascontiguousarray(nn, dtype=np.int64)
+    out = np.zeros(nn.shape)
+    if nn.size:
+        run_ranges(lambda a, b: _pair_similarity(Y, Yref, nn, out, a, b), nn.shape[0])
+    return out
+
+
+def _knn_exact(Z, Zref, k, exclude):
+    """Blocked exact search over the split codes: ``(idx, approximate similarities)``."""
+    n, n_ref = Z.shape[0], Zref.shape[0]
+    idx = np.empty((n, k), dtype=np.int64)
+    val = np.empty((n, k), dtype=np.float32 if Z.dtype == np.float32 else np.float64)
+    rows = int(max(16, min(2048, _BLOCK_ELEMENTS // max(n_ref, 1))))
+    nb = -(-n // rows)
+    bounds = [(b * n) // nb for b in range(nb + 1)]
+    ZrT = Zref.T
+
+    def block(start, stop):
+        S = Z[start:stop] @ ZrT
+        _topk_rows(S, start, exclude, idx, val)
+
+    run_blocks(block, bounds, get_num_threads())
+    return idx, val
+
+
+def _knn_approximate(Z, Zref, k, exclude, seed, verbose):
+    """pynndescent search over the split codes (cosine): ``(idx, None)``."""
+    exclude_self = exclude is not None
+    try:
+        from pynndescent import NNDescent
+    except ImportError as exc:  # pragma: no cover - a dependency
+        raise ImportError("the approximate k-NN search needs pynndescent "
+                          "(pip install pynndescent), or pass knn='exact'") from exc
+    same = Zref is Z
+    kk = k + (1 if exclude_self else 0)
+    index = NNDescent(Zref, metric="cosine", n_neighbors=max(kk, 10) if same else 30,
+                      random_state=seed, verbose=bool(verbose > 1), compressed=True,
+                      low_memory=True)
+    if same:
+        nn, _ = index.neighbor_graph
+        nn = nn[:, :max(kk, 10)]
+    else:
+        index.prepare()
+        nn, _ = index.query(Z, k=kk)
+    nn = np.asarray(nn, dtype=np.int64)
+    if exclude_self:
+        keep = nn != exclude[:, None]
+        # the first k entries that are not the sample itself
+        order = np.argsort(~keep, axis=1, kind="stable")
+        nn = np.take_along_axis(nn, order, axis=1)
+    return nn[:, :k], None
+
+
+def knn_search(Y, k, *, Y_ref=None, exclude_self=False, exclude=None, method="auto",
+               random_state=None, verbose=0):
+    """The ``k`` most NT-similar rows of ``Y_ref`` (default ``Y``) for every row of ``Y``.
+
+    Parameters
+    ----------
+    Y, Y_ref : ndarray of shape (n, m), (n_ref, m)
+        NT representations (e.g. :func:`graph_codes`).
+    k : int
+        Number of neighbours (capped at the number of candidates).
+    exclude_self : bool, default False
+        ``Y_ref`` is ``Y``: sample ``i`` is not its own neighbour.
+    exclude : None or int array of shape (n,)
+        A row of ``Y_ref`` that is not a neighbour of that row of ``Y`` (-1: none).
+    method : {"auto", "exact", "approximate"}, default "auto"
+        ``"exact"``: blocked products of the float32 split codes (:func:`split_codes`),
+        memory ``O(n k)`` plus one block of similarities per thread. ``"approximate"``:
+        pynndescent's nearest-neighbour descent on the same codes (cosine). ``"auto"``: exact
+        up to ``EXACT_MAX`` reference samples.
+    random_state : int or None
+        Seed of the approximate search.
+
+    Returns
+    -------
+    idx : ndarray of shape (n, k), int64
+        Neighbours by decreasing similarity (-1 where there are fewer than ``k``).
+    sim : ndarray of shape (n, k), float64
+        Their normalised similarities, computed exactly in float64 (:func:`pair_similarity`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._graph import knn_search
+    >>> Y = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [-1.0, 0.0]])
+    >>> idx, sim = knn_search(Y, 1, exclude_self=True)
+    >>> idx.ravel().tolist()
+    [1, 0, 1, 0]
+    """
+    Y = np.asarray(Y, dtype=np.float64)
+    same = Y_ref is None or Y_ref is Y
+    Yr = Y if same else np.asarray(Y_ref, dtype=np.float64)
+    n, n_ref = Y.shape[0], Yr.shape[0]
+    if exclude_self:
+        exclude = np.arange(n, dtype=np.int64)
+    ex = None if exclude is None else np.ascontiguousarray(exclude, dtype=np.int64)
+    k = int(max(0, min(k, n_ref - (1 if ex is not None and np.any(ex >= 0) else 0))))
+    if k == 0 or n == 0:
+        return np.zeros((n, 0), dtype=np.int64), np.zeros((n, 0))
+    if method == "auto":
+        method = "exact" if n_ref <= EXACT_MAX or (not same and n * n_ref <= EXACT_MAX ** 2) \
+            else "approximate"
+    if method not in ("exact", "approximate"):
+        raise ValueError(f"method: expected 'auto', 'exact' or 'approximate', got {method!r}")
+    with _blas_policy():
+        Z = split_codes(Y)
+        Zr = Z if same else split_codes(Yr)
+        if method == "exact" or n_ref <= k + 1:
+            nn, _ = _knn_exact(Z, Zr, k, np.full(n, -1, dtype=np.int64) if ex is None else ex)
+        else:
+            nn, _ = _knn_approximate(Z, Zr, k, ex, random_state, verbose)
+        Z = Zr = None
+        sim = pair_similarity(Y, Yr, nn)
+    # order by the exact similarity (the float32 order may swap near-ties)
+    order = np.argsort(-sim, axis=1, kind="stable")
+    return np.take_along_axis(nn, order, axis=1), np.take_along_axis(sim, order, axis=1)
+
+
 def knn_affinity(S, n_neighbors, *, overwrite=False):
-    """Symmetrised k-NN graph of a similarity matrix: ``W = (K + K^T) / 2`` (CSR, float64).
+    """Symmetrised k-NN graph of a dense similarity matrix: ``W = (K + K^T) / 2`` (CSR).
 
     ``K_ij = S_ij`` if ``j`` is one of the ``n_neighbors`` most similar samples to ``i``
     (``i`` itself excluded), else 0. ``overwrite``: ``S`` (float64) may be used as scratch.
+    For small dense matrices (tests, ablations); the graph uses :func:`knn_graph`.
     """
     S = np.asarray(S, dtype=np.float64)
     n = S.shape[0]
     k = int(min(n_neighbors, n - 1))
     if k < 1:
         return sparse.csr_matrix((n, n))
-    D = np.negative(S, out=S if overwrite else None)  # distances: the k smallest are wanted
-    S = None
-    np.fill_diagonal(D, np.inf)
-    idx = np.argpartition(D, k - 1, axis=1)[:, :k]
-    rows = np.repeat(np.arange(n), k)
+    idx = np.empty((n, k), dtype=np.int64)
+    val = np.empty((n, k))
+    _topk_rows(S, 0, np.arange(n, dtype=np.int64), idx, val)
+    return knn_graph(idx, np.maximum(val, 0.0), n)
+
+
+def knn_graph(idx, sim, n=None):
+    """Symmetrised k-NN graph ``W = (K + K^T) / 2`` from neighbour lists (CSR, float64).
+
+    ``K_ij = sim[i, t]`` for ``j = idx[i, t]``; entries with ``idx < 0`` are ignored.
+    """
+    n = idx.shape[0] if n is None else int(n)
+    k = idx.shape[1]
+    rows = np.repeat(np.arange(idx.shape[0]), k)
     cols = idx.ravel()
-    vals = np.maximum(-D[rows, cols], 0.0)
-    K = sparse.csr_matrix((vals, (rows, cols)), shape=(n, n))
+    vals = np.asarray(sim, dtype=np.float64).ravel()
+    ok = cols >= 0
+    K = sparse.csr_matrix((vals[ok], (rows[ok], cols[ok])), shape=(n, n))
     W = (K + K.T) * 0.5
     W.eliminate_zeros()
     return W.tocsr()
 
 
+
+#: above this many samples the eigensolver runs Lanczos on the normalised adjacency instead of
+#: shift-invert on the Laplacian (whose sparse LU fills in on large k-NN graphs)
+SHIFT_INVERT_MAX = 20000
+
+
 def spectral_embedding(W, n_clusters, *, random_state=None):
-    """Leading eigenpairs of the normalised adjacency ``D^-1/2 W D^-1/2``.
+    """Leading eigenpairs of the normalised adjacency ``D^-1/2 W D^-1/2`` (sparse ``W``).
 
     Returns ``(values, maps, ncut)``: the ``n_clusters + 1`` largest eigenvalues (descending;
     ``n_clusters`` when the graph is that small), the eigenvectors of the first ``n_clusters``
     scaled by ``D^-1/2`` (rows are samples) and the relaxed normalised cut
     ``n_clusters - sum(values[:n_clusters])``. Isolated samples get a self-loop so that ``D`` is
-    invertible.
+    invertible. Dense ``eigh`` up to 200 samples; shift-invert Lanczos on the Laplacian (as
+    scikit-learn's ``spectral_embedding``) up to ``SHIFT_INVERT_MAX``; above, Lanczos on the
+    normalised adjacency, memory ``O(nnz(W))``.
     """
     n = W.shape[0]
     C = int(n_clusters)
     k = min(C + 1, n)
+    W = sparse.csr_matrix(W, dtype=np.float64)
     d = np.asarray(W.sum(axis=1)).ravel()
     W = W + sparse.diags((d <= 0).astype(np.float64))
     d = np.maximum(d, 0.0) + (d <= 0)
     dm = 1.0 / np.sqrt(d)
-    Nrm = sparse.diags(dm) @ W @ sparse.diags(dm)
+    Nrm = (sparse.diags(dm) @ W @ sparse.diags(dm)).tocsr()
     if k >= n - 1 or n <= 200:
         vals, vecs = np.linalg.eigh(Nrm.toarray())
         vals, vecs = vals[::-1][:k], vecs[:, ::-1][:, :k]
@@ -197,16 +537,56 @@ def spectral_embedding(W, n_clusters, *, random_state=None):
         rng = np.random.RandomState(random_state) if not isinstance(
             random_state, np.random.RandomState) else random_state
         v0 = rng.uniform(-1.0, 1.0, n)
-        # shift-invert just below 0 on the Laplacian L = I - Nrm, as scikit-learn's
-        # spectral_embedding: well separated even when many eigenvalues are ~0 (a k-NN graph
-        # with several connected components), where plain "LA" on Nrm misses some
-        L = (sparse.identity(n) - Nrm).tocsc()
-        vals, vecs = eigsh(L, k=k, sigma=-1e-5, which="LM", v0=v0, tol=0.0)
-        vals = 1.0 - vals
+        if n <= SHIFT_INVERT_MAX:
+            # shift-invert just below 0 on the Laplacian L = I - Nrm, as scikit-learn's
+            # spectral_embedding: well separated even when many eigenvalues are ~0 (a k-NN
+            # graph with several connected components), where plain "LA" on Nrm misses some
+            L = (sparse.identity(n, format="csr") - Nrm).tocsc()
+            vals, vecs = eigsh(L, k=k, sigma=-1e-5, which="LM", v0=v0, tol=0.0)
+            vals = 1.0 - vals
+        else:
+            vals, vecs = _lanczos_top(Nrm, d, k, v0)
         order = np.argsort(vals)[::-1]
         vals, vecs = vals[order], vecs[:, order]
     maps = vecs[:, :C] * dm[:, None]
     return vals, maps, float(C - np.sum(vals[:C]))
+
+
+def _lanczos_top(Nrm, d, k, v0):
+    """The ``k`` largest eigenpairs of ``Nrm = D^-1/2 W D^-1/2`` by Lanczos, no factorisation.
+
+    Every connected component of the graph gives the eigenvalue 1 (eigenvector ``D^1/2``
+    on the component), a multiplicity Lanczos cannot resolve: those eigenvectors are
+    written down (the largest components by volume first) and projected out; Lanczos
+    finds the rest on ``(I + Nrm)`` restricted to their complement (positive semi-definite,
+    the wanted eigenvalues largest).
+    """
+    from scipy.sparse.csgraph import connected_components
+    from scipy.sparse.linalg import LinearOperator
+
+    n = Nrm.shape[0]
+    ncomp, comp = connected_components(Nrm, directed=False)
+    vol = np.bincount(comp, weights=d, minlength=ncomp)
+    keep = np.argsort(-vol, kind="stable")[:k]
+    U = np.zeros((n, keep.size))
+    for j, c in enumerate(keep):
+        sel = comp == c
+        U[sel, j] = np.sqrt(d[sel] / vol[c])
+    if keep.size >= k:
+        return np.ones(k), U
+    kk = k - keep.size
+
+    def mv(x):
+        x = np.asarray(x).reshape(n, -1)
+        x = x - U @ (U.T @ x)
+        y = x + Nrm @ x
+        return y - U @ (U.T @ y)
+
+    op = LinearOperator((n, n), matvec=mv, matmat=mv, dtype=np.float64)
+    v0 = v0 - U @ (U.T @ v0)
+    vals, vecs = eigsh(op, k=kk, which="LA", v0=v0, tol=1e-10,
+                       ncv=min(n - keep.size, max(2 * kk + 1, 20)), maxiter=100 * n)
+    return np.r_[np.ones(keep.size), vals - 1.0], np.c_[U, vecs]
 
 
 def cluster_qr(maps):
@@ -226,14 +606,87 @@ def _relabel(labels, n_clusters):
     return mapping[labels]
 
 
+@njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
+def _row_hashes(Q, out, start, stop):
+    """64-bit FNV-1a hash of the float32 bits of every row (rows ``start..stop``).
+
+    A Numba JIT-compiled kernel; rows equal in float32 have equal hashes.
+    """
+    for i in range(start, stop):
+        h = np.uint64(14695981039346656037)
+        for t in range(Q.shape[1]):
+            v = np.float32(Q[i, t])
+            if v == 0:
+                v = np.float32(0.0)  # -0.0 and 0.0 are the same sample
+            bits = np.uint64(np.array([v]).view(np.uint32)[0])
+            h = (h ^ bits) * np.uint64(1099511628211)
+        out[i] = h
+
+
+def distinct_rows(Q):
+    """Groups of equal rows (equal in float32): ``(first, inverse)``.
+
+    ``first`` holds the index of the first row of every group (ascending), ``inverse`` the
+    group of every row: ``Q[first][inverse]`` equals ``Q`` in float32. Hash then verify: rows
+    with equal hashes but different values stay apart.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._graph import distinct_rows
+    >>> first, inverse = distinct_rows(np.array([[1.0, 2.0], [3.0, 4.0], [1.0, 2.0]]))
+    >>> first.tolist(), inverse.tolist()
+    ([0, 1], [0, 1, 0])
+    """
+    Q = np.ascontiguousarray(Q)
+    n = Q.shape[0]
+    h = np.empty(n, dtype=np.uint64)
+    run_ranges(lambda a, b: _row_hashes(Q, h, a, b), n)
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    rep = first[inverse]
+    Q32 = Q.astype(np.float32) if Q.dtype != np.float32 else Q
+    dup = np.flatnonzero(rep != np.arange(n))
+    if dup.size:
+        differ = np.any(Q32[dup] != Q32[rep[dup]], axis=1)
+        rep[dup[differ]] = dup[differ]  # hash collisions: their own group
+    first, inverse = np.unique(rep, return_inverse=True)
+    return first.astype(np.int64), inverse.ravel().astype(np.int64)
+
+
+#: a sample's neighbours before a jump of this factor in ``1 - S`` count as its near-copies
+_JUMP = 4.0
+
+
+def copy_factor(sim, k):
+    """Typical number of near-copies of a sample, from sorted neighbour similarities.
+
+    ``sim`` (n, K): every sample's neighbour similarities, descending. For sample ``i`` with
+    dissimilarities ``d_j = 1 - sim[i, j]``, ``g_i = j + 1`` for the first ``j < K / 2`` with
+    ``d_{j+1} > 4 d_j`` (its ``j`` nearest neighbours are far closer than the next: copies of
+    the sample, e.g. a data set tiled with small noise), else 1. Returns the median of
+    ``g_i`` (1 on data without near-duplicates): the k-NN graph then takes ``k g``
+    neighbours, i.e. about ``k`` distinct ones. Without it every sample's neighbours are its
+    own copies and the graph falls apart into groups of copies.
+    """
+    n, K = sim.shape
+    if n == 0 or K < 2 * k:
+        return 1
+    d = 1.0 - np.asarray(sim, dtype=np.float64)
+    half = K // 2
+    jump = d[:, 1:half + 1] > _JUMP * np.maximum(d[:, :half], 1e-12)
+    first = np.where(jump.any(axis=1), jump.argmax(axis=1) + 2, 1)
+    return int(max(1, np.median(first)))
+
+
 def graph_partition(Q, n_clusters, *, lambda1=0.03, n_neighbors=5, n_shared=DEFAULT_SHARED,
-                    random_state=None, return_all=False):
+                    random_state=None, return_all=False, knn="auto", verbose=0):
     """Cluster the rows of ``Q`` on the k-NN graph of their NT similarity (module docs).
 
     Parameters
     ----------
     Q : array-like of shape (n, M)
-        Linear maps of the samples.
+        Linear maps of the samples (only the leading :func:`graph_width` columns are used).
     n_clusters : int
     lambda1 : float, default 0.03
         Threshold of the NT representation.
@@ -244,60 +697,117 @@ def graph_partition(Q, n_clusters, *, lambda1=0.03, n_neighbors=5, n_shared=DEFA
         with the smallest relaxed normalised cut is used. Capped at a quarter of the rank of
         the centred ``Q`` (on data of few features no or few directions are removed).
     random_state : int, RandomState or None
-        Seed of the randomised SVD and of the eigen-solver's start vector.
+        Seed of the approximate k-NN search and of the eigensolver's start vector.
     return_all : bool, default False
         Also return the partition of every candidate ``r`` (``info["labels"]``, for ablations).
+    knn : {"auto", "exact", "approximate"}, default "auto"
+        The k-NN search (:func:`knn_search`).
+    verbose : int, default 0
+        Progress of every phase on stderr.
 
     Returns
     -------
     labels : ndarray of shape (n,), int64, values in ``0..n_clusters-1``
     info : dict
-        ``"n_shared"`` (the chosen r), ``"ncut"`` ({r: cut}), ``"mean"`` (M,), ``"V"`` (r, M).
+        ``"n_shared"`` (the chosen r), ``"ncut"`` ({r: cut}), ``"mean"`` (m,), ``"V"`` (r, m),
+        ``"n_distinct"`` (number of distinct rows: equal rows are one node of the graph).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._graph import graph_partition
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.repeat(3.0 * rng.standard_normal((2, 20)), 30, axis=0)
+    >>> X += 0.3 * rng.standard_normal(X.shape)
+    >>> labels, info = graph_partition(X, 2, random_state=0)
+    >>> np.bincount(labels).tolist()
+    [30, 30]
     """
-    Q = np.asarray(Q, dtype=np.float64)
+    Q = np.asarray(Q)
+    if not np.issubdtype(Q.dtype, np.floating):
+        Q = Q.astype(np.float64)
     n = Q.shape[0]
     C = int(n_clusters)
     cands = [int(n_shared)] if np.isscalar(n_shared) else sorted({int(r) for r in n_shared})
     if n <= C:
         labels = np.arange(n, dtype=np.int64) % max(C, 1)
         mean, V = shared_directions(Q, 0)
-        return labels, {"n_shared": 0, "ncut": {0: 0.0}, "mean": mean, "V": V}
+        return labels, {"n_shared": 0, "ncut": {0: 0.0}, "mean": mean, "V": V,
+                        "n_distinct": n}
     if isinstance(random_state, (int, np.integer)):
         seed = int(random_state)
     else:
         from sklearn.utils import check_random_state
         seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+    say = _Progress(verbose)
+    m = graph_width(Q.shape[1])
+    k = int(n_neighbors)
+    # codes (float64, n x m), split codes (float32, n x 2m), neighbour lists and the graph
+    check_memory(n * m * 8 * 2 + n * m * 8 + n * (k + 1) * 64, "the k-NN graph")
+    with _blas_policy():
+        labels, info = _partition(Q[:, :m], C, lambda1, k, cands, seed, return_all, knn, say)
+    return labels, info
+
+
+def _partition(Q, C, lambda1, k, cands, seed, return_all, knn, say):
+    n, m = Q.shape
+    # equal samples are one node: copies of a sample must not fill its neighbour list
+    first, inverse = distinct_rows(Q)
+    Qd = Q[first] if first.size < n else Q
+    nd = Qd.shape[0]
+    say(f"{n} samples ({nd} distinct), {m} columns, k = {k}")
+    if nd <= C:
+        lab = np.arange(nd, dtype=np.int64)
+        mean, V = shared_directions(Qd, 0)
+        return lab[inverse], {"n_shared": 0, "ncut": {0: 0.0}, "mean": mean, "V": V,
+                              "n_distinct": nd}
     # remove at most a quarter of the directions the centred data span (their rank, at most
-    # min(n - 1, N)): removing directions makes any k-NN graph look more clustered, and on data
+    # min(n - 1, m)): removing directions makes any k-NN graph look more clustered, and on data
     # of few features (low-dimensional blobs) the cut then prefers removing almost everything;
     # the leading 4 r_max + 1 directions give the rank when it is that small
-    full = min(Q.shape[0] - 1, Q.shape[1])
+    full = min(nd - 1, m)
     r_req = min(4 * max(cands) + 1, full)
-    mean, Vall, sv = shared_directions(Q, r_req, random_state=seed, return_sv=True)
-    rank = int(np.sum(sv > 1e-8 * sv[0])) if sv.size and sv[0] > 0 else 0
+    mean, Vall, sv = shared_directions(Qd, r_req, return_sv=True)
+    rank = int(np.sum(sv > 1e-7 * sv[0])) if sv.size and sv[0] > 0 else 0
     if rank == Vall.shape[0]:
         rank = full  # at least r_req directions: the cap does not bind
     cands = sorted({min(r, rank // 4) for r in cands})
+    say(f"shared directions: {Vall.shape[0]} (rank {rank}), candidates r = {cands}")
     best = None
     cuts = {}
     all_labels = {}
+    copies = None  # near-copies per sample (copy_factor), from the first candidate's lists
     for r in cands:
         V = Vall[:r]
-        Y = soft_threshold(remove_shared(Q, mean, V), lambda1, overwrite=True)
-        W = knn_affinity(nt_similarity(Y), n_neighbors, overwrite=True)
+        Y = graph_codes(Qd, mean, V, lambda1)
+        # K neighbours: enough to see near-copies (copy_factor) and to keep k g of them
+        K = min(nd - 1, max(8 * k, 32) if copies is None else k * copies)
+        nn, sim = knn_search(Y, K, exclude_self=True, method=knn, random_state=seed,
+                             verbose=say.verbose)
         Y = None
+        if copies is None:
+            copies = max(1, min(copy_factor(sim, k), K // max(k, 1)))
+            say(f"near-copies per sample: {copies} (k-NN graph with {k * copies} neighbours)")
+        nn, sim = nn[:, :k * copies], sim[:, :k * copies]
+        W = knn_graph(nn, sim, nd)
+        nn = sim = None
+        say(f"r = {r}: k-NN graph ({W.nnz} edges)")
         vals, maps, cut = spectral_embedding(W, C, random_state=seed)
+        W = None
         cuts[r] = cut
+        say(f"r = {r}: eigensolver, cut {cut:.6f}")
         # the (C+1)-th Laplacian eigenvalue: 0 when the graph has more than C components
         gap = 1.0 - vals[C] if vals.size > C else 0.0
         if return_all:
-            all_labels[r] = _relabel(cluster_qr(maps), C)
+            all_labels[r] = _relabel(cluster_qr(maps)[inverse], C)
         if best is None or cut < best[0] - _TIE or (abs(cut - best[0]) <= _TIE and
                                                     gap > best[1]):
             best = (cut, gap, r, V, maps)
     _, _, r, V, maps = best
-    labels = _relabel(cluster_qr(maps), C)
-    info = {"n_shared": r, "ncut": cuts, "mean": mean, "V": V}
+    labels = _relabel(cluster_qr(maps)[inverse], C)
+    say(f"partition: r = {r}")
+    info = {"n_shared": r, "ncut": cuts, "mean": mean, "V": V, "n_distinct": nd,
+            "copies": copies}
     if return_all:
         info["labels"] = all_labels
     return labels, info
@@ -373,50 +883,47 @@ def graph_init_tau(Q, labels, nu, n_clusters, rng):
 
 
 def knn_vote(Y_new, Y_ref, labels_ref, n_clusters, n_neighbors, *, exclude_self=False,
-             exclude=None, return_votes=False):
+             exclude=None, return_votes=False, method="auto", random_state=0):
     """Out-of-sample rule of the graph mode: similarity-weighted vote of the nearest references.
 
     For every row of ``Y_new`` the ``n_neighbors`` most similar rows of ``Y_ref``
-    (:func:`nt_similarity`) vote for their label with weight ``S``. Returns ``(labels, score)``
-    where ``score = 1 - mean similarity to those neighbours`` (0: identical to its neighbours,
-    1: no support overlap with any training sample), the quantity the rejection option
-    thresholds. ``exclude_self``: ``Y_new`` is ``Y_ref`` (training scores, leave-one-out).
+    (:func:`knn_search`, normalised NT similarity ``S``) vote for their label with weight
+    ``S``. Returns ``(labels, score)`` where ``score = 1 - mean similarity to those
+    neighbours`` (0: identical to its neighbours, 1: no support overlap with any training
+    sample), the quantity the rejection option thresholds. ``exclude_self``: ``Y_new`` is
+    ``Y_ref`` (training scores, leave-one-out).
     ``exclude``: None or an int array of shape ``(n_new,)``, a row of ``Y_ref`` that does not
     vote for that row of ``Y_new`` (-1: none); the leave-one-out vote of given training rows.
     ``return_votes``: also return the ``(n_new, n_clusters)`` vote shares (each neighbour's
     weight ``max(S, 0) + 1e-12`` summed per label, divided by the row's total).
-    Processed in blocks of rows (memory ``O(block x n_ref)``).
+    Memory ``O(n k)`` plus one block of similarities per thread; ``method`` and
+    ``random_state`` as in :func:`knn_search`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._graph import knn_vote
+    >>> ref = np.array([[1.0, 0.0], [0.9, 0.2], [0.0, 1.0], [0.1, 0.9]])
+    >>> knn_vote(np.array([[1.0, 0.1]]), ref, np.array([0, 0, 1, 1]), 2, 2)[0].tolist()
+    [0]
     """
+    Y_new = np.asarray(Y_new, dtype=np.float64)
     n = Y_new.shape[0]
-    n_ref = Y_ref.shape[0]
-    if exclude_self:
-        exclude = np.arange(n)
-    k = int(max(1, min(n_neighbors, n_ref - (1 if exclude is not None else 0))))
-    labels = np.empty(n, dtype=np.int64)
-    score = np.empty(n)
-    shares = np.empty((n, n_clusters)) if return_votes else None
-    block = max(1, int(2 ** 22 // max(n_ref, 1)))
-    for start in range(0, n, block):
-        stop = min(n, start + block)
-        whole = Y_new is Y_ref and start == 0 and stop == n  # one block of the same codes
-        S = nt_similarity(Y_new[start:stop], None if whole else Y_ref)
-        if exclude is not None:
-            ex = np.asarray(exclude[start:stop], dtype=np.int64)
-            rows = np.flatnonzero(ex >= 0)
-            S[rows, ex[rows]] = -np.inf
-        if k < n_ref:
-            nn = np.argpartition(-S, k - 1, axis=1)[:, :k]
-        else:
-            nn = np.tile(np.arange(n_ref), (stop - start, 1))
-        w = np.take_along_axis(S, nn, axis=1)
-        w = np.maximum(w, 0.0)
-        votes = np.zeros((stop - start, n_clusters))
-        np.add.at(votes, (np.repeat(np.arange(stop - start), nn.shape[1]),
-                          labels_ref[nn].ravel()), w.ravel() + 1e-12)
-        labels[start:stop] = votes.argmax(axis=1)
-        score[start:stop] = 1.0 - w.mean(axis=1)
-        if return_votes:
-            shares[start:stop] = votes / votes.sum(axis=1, keepdims=True)
+    labels_ref = np.asarray(labels_ref, dtype=np.int64)
+    same = Y_ref is Y_new
+    nn, w = knn_search(Y_new, max(1, int(n_neighbors)), Y_ref=None if same else Y_ref,
+                       exclude_self=exclude_self, exclude=exclude, method=method,
+                       random_state=random_state)
+    if nn.shape[1] == 0:  # no reference sample to vote
+        out = (np.zeros(n, dtype=np.int64), np.ones(n))
+        return out + (np.full((n, n_clusters), 1.0 / n_clusters),) if return_votes else out
+    w = np.maximum(w, 0.0)
+    ok = nn >= 0
+    votes = np.zeros((n, n_clusters))
+    np.add.at(votes, (np.repeat(np.arange(n), nn.shape[1])[ok.ravel()],
+                      labels_ref[nn[ok]]), w[ok] + 1e-12)
+    labels = votes.argmax(axis=1)
+    score = 1.0 - w.mean(axis=1)
     if return_votes:
-        return labels, score, shares
+        return labels, score, votes / votes.sum(axis=1, keepdims=True)
     return labels, score

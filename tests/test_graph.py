@@ -5,6 +5,7 @@ from scipy import sparse
 from sklearn.metrics import adjusted_rand_score
 
 import naive
+import naive_graph
 from ntnumba import NTClustering, _driver
 from ntnumba import _graph as G
 
@@ -212,3 +213,171 @@ def test_n_shared_fixed_and_candidates():
     assert m.n_shared_ == 2 and m.shared_components_.shape == (2, 40)
     m = NTClustering(4, n_components=40, n_shared=[0, 3], random_state=0).fit(X)
     assert m.n_shared_ in (0, 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# the sparse graph: k-NN search, neighbour lists, eigensolver, BLAS policy, progress, memory
+
+def _codes(seed, n=60, m=12, C=3):
+    rng = np.random.default_rng(seed)
+    Y = np.repeat(rng.standard_normal((C, m)), n // C, axis=0) + 0.5 * rng.standard_normal((n, m))
+    Y[rng.random(Y.shape) < 0.3] = 0.0   # sparse codes, as after the soft threshold
+    return Y
+
+
+@pytest.mark.parametrize("exclude_self", [False, True])
+def test_knn_search_exact_matches_naive(exclude_self):
+    Y = _codes(10)
+    Y[5] = 0.0                    # an all-zero row: similarity 0 to everything
+    Y[7] = Y[3]                   # a tie
+    for k in (1, 4):
+        idx, sim = G.knn_search(Y, k, exclude_self=exclude_self, method="exact")
+        want_idx, want_sim = naive_graph.knn(Y, k, exclude_self=exclude_self)
+        np.testing.assert_allclose(sim, want_sim, atol=1e-12)
+        # same neighbours up to the order of equal similarities
+        same = (idx == want_idx) | np.isclose(sim, want_sim, atol=0)
+        assert same.all()
+    # a separate reference set
+    R = _codes(11, n=30)
+    idx, sim = G.knn_search(Y, 3, Y_ref=R, method="exact")
+    want_idx, want_sim = naive_graph.knn(Y, 3, Y_ref=R)
+    np.testing.assert_allclose(sim, want_sim, atol=1e-12)
+    np.testing.assert_array_equal(idx, want_idx)
+
+
+def test_knn_search_blocks_and_threads_give_the_same_lists(monkeypatch):
+    Y = _codes(12, n=300, m=20)
+    want = G.knn_search(Y, 5, exclude_self=True, method="exact")
+    monkeypatch.setattr(G, "_BLOCK_ELEMENTS", 300 * 17)   # blocks of 17 rows
+    got = G.knn_search(Y, 5, exclude_self=True, method="exact")
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], atol=0)
+
+
+def test_knn_search_approximate_recall():
+    rng = np.random.default_rng(13)
+    centers = rng.standard_normal((20, 40))
+    Y = centers[rng.integers(0, 20, 3000)] + 0.4 * rng.standard_normal((3000, 40))
+    exact, _ = G.knn_search(Y, 10, exclude_self=True, method="exact")
+    approx, sim = G.knn_search(Y, 10, exclude_self=True, method="approximate", random_state=0)
+    assert np.all(approx != np.arange(3000)[:, None])
+    recall = np.mean([np.intersect1d(a, e).size / 10 for a, e in zip(approx, exact)])
+    assert recall >= 0.95
+    np.testing.assert_allclose(sim, G.pair_similarity(Y, Y, approx), atol=0)
+
+
+def test_pair_similarity_and_knn_graph_match_naive():
+    Y = _codes(14, n=30)
+    W = G.knn_graph(*G.knn_search(Y, 4, exclude_self=True, method="exact"))
+    np.testing.assert_allclose(W.toarray(), naive_graph.knn_graph(Y, 4), atol=1e-12)
+    nn = np.array([[1, 2], [0, -1]])
+    got = G.pair_similarity(Y[:2], Y, nn)
+    assert got[0, 0] == pytest.approx(naive_graph.similarity(Y[0], Y[1]), abs=1e-14)
+    assert got[0, 1] == pytest.approx(naive_graph.similarity(Y[0], Y[2]), abs=1e-14)
+    assert got[1, 1] == 0.0
+
+
+def test_lanczos_path_of_the_eigensolver(monkeypatch):
+    """Above SHIFT_INVERT_MAX samples: Lanczos on I + D^-1/2 W D^-1/2, same eigenpairs."""
+    X, y = _planted(4, n_per=60)
+    Y = G.soft_threshold(G.remove_shared(X, *G.shared_directions(X, 2)), 0.03)
+    W = G.knn_graph(*G.knn_search(Y, 5, exclude_self=True))
+    want = G.spectral_embedding(W, 4, random_state=0)
+    monkeypatch.setattr(G, "SHIFT_INVERT_MAX", 10)
+    got = G.spectral_embedding(W, 4, random_state=0)
+    np.testing.assert_allclose(got[0], want[0], atol=1e-8)
+    assert got[2] == pytest.approx(want[2], abs=1e-8)
+    assert adjusted_rand_score(G.cluster_qr(got[1]), G.cluster_qr(want[1])) == 1.0
+    # a connected graph (weak ring through all samples): no multiplicity, plain Lanczos
+    n = W.shape[0]
+    ring = sparse.csr_matrix((np.full(n, 1e-3), (np.arange(n), (np.arange(n) + 1) % n)),
+                             shape=(n, n))
+    W = (W + ring + ring.T).tocsr()
+    monkeypatch.setattr(G, "SHIFT_INVERT_MAX", 10 ** 9)
+    want = G.spectral_embedding(W, 4, random_state=0)
+    monkeypatch.setattr(G, "SHIFT_INVERT_MAX", 10)
+    got = G.spectral_embedding(W, 4, random_state=0)
+    np.testing.assert_allclose(got[0], want[0], atol=1e-8)
+    assert adjusted_rand_score(G.cluster_qr(got[1]), G.cluster_qr(want[1])) == 1.0
+
+
+def test_graph_runs_under_the_fit_blas_policy(monkeypatch):
+    from threadpoolctl import threadpool_info
+    seen = []
+    real = G._knn_exact
+
+    def spy(*a, **kw):
+        seen.append([d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"])
+        return real(*a, **kw)
+
+    monkeypatch.setattr(G, "_knn_exact", spy)
+    monkeypatch.setattr(_driver, "BLAS_THREADS", 1)
+    X, _ = _planted(5)
+    G.graph_partition(X, 4, n_shared=0, random_state=0)
+    assert seen and all(t == 1 for threads in seen for t in threads)
+
+
+def test_graph_progress_and_memory_check(capsys, monkeypatch):
+    X, _ = _planted(6)
+    G.graph_partition(X, 4, n_shared=[0, 2], random_state=0, verbose=1)
+    err = capsys.readouterr().err
+    assert "graph:" in err and "r = 2: eigensolver" in err
+    G.graph_partition(X, 4, n_shared=[0, 2], random_state=0)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(G, "_available_memory", lambda: 1000)
+    with pytest.raises(MemoryError, match="k-NN graph needs about"):
+        G.graph_partition(X, 4, random_state=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# duplicates: equal samples are one node; near-copies widen the neighbour lists
+
+def test_distinct_rows_groups_equal_rows():
+    rng = np.random.default_rng(20)
+    base = rng.standard_normal((6, 4))
+    pick = rng.integers(0, 6, 40)
+    Q = base[pick]
+    Q[3] = -0.0 * Q[3]                       # -0.0 and 0.0 are the same row
+    Q[4] = 0.0
+    first, inverse = G.distinct_rows(Q)
+    np.testing.assert_array_equal(Q[first][inverse], Q)
+    # naive: two rows are in one group exactly when they are equal
+    for i in range(40):
+        for j in range(40):
+            assert (inverse[i] == inverse[j]) == bool(np.all(Q[i] == Q[j]))
+    assert np.all(np.diff(first) > 0) and first[0] == 0
+
+
+@pytest.mark.parametrize("rep", [2, 4, 8])
+def test_graph_partition_of_repeated_samples_equals_the_unique_one(rep):
+    from sklearn.datasets import make_blobs
+    X, y = make_blobs(200, n_features=20, centers=4, cluster_std=2.5, random_state=0)
+    lab_u, info_u = G.graph_partition(X, 4, random_state=0)
+    perm = np.random.default_rng(rep).permutation(200 * rep)
+    lab_r, info_r = G.graph_partition(np.repeat(X, rep, axis=0)[perm], 4, random_state=0)
+    assert info_r["n_distinct"] == 200
+    assert adjusted_rand_score(np.repeat(lab_u, rep)[perm], lab_r) == 1.0
+
+
+def test_graph_partition_of_near_copies():
+    """Every sample 5 times with noise 1% of the data's spread: each sample's nearest
+    neighbours are its own copies; the graph widens to k distinct neighbours (without that
+    it falls into groups of copies: ARI 0.02 and 0.11 on these two draws)."""
+    from sklearn.datasets import make_blobs
+    for seed in range(2):
+        X, y = make_blobs(200, n_features=20, centers=4, cluster_std=2.5, random_state=seed)
+        ari_u = adjusted_rand_score(y, G.graph_partition(X, 4, random_state=0)[0])
+        rng = np.random.default_rng(seed)
+        Xt = np.tile(X, (5, 1)) + 0.01 * X.std() * rng.standard_normal((1000, 20))
+        lab, info = G.graph_partition(Xt, 4, random_state=0)
+        assert info["copies"] == 5
+        assert adjusted_rand_score(np.tile(y, 5), lab) >= ari_u - 0.02
+    # no near-copies: the plain k-NN graph
+    assert G.graph_partition(X, 4, random_state=0)[1]["copies"] == 1
+
+
+def test_copy_factor():
+    d = np.array([[0.01, 0.011, 0.012, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.97]] * 5)
+    assert G.copy_factor(1.0 - d, 2) == 4            # three near-copies, then a jump
+    smooth = 1.0 - np.linspace(0.1, 0.5, 10)[None, :].repeat(5, axis=0)
+    assert G.copy_factor(smooth, 2) == 1

@@ -1,0 +1,208 @@
+"""Large-data benchmark: the default fit beside scikit-learn's KMeans, MiniBatchKMeans and
+SpectralClustering on the same data, in one run.
+
+Run ``python -m ntnumba.bench_large`` (``--help`` for sizes and data sets). Every method runs in
+its own fresh Python process on the same data (a temporary ``.npy`` file): wall time of the fit,
+peak resident memory of the process above the memory after loading the data (``ru_maxrss``),
+and quality against the generating labels (ARI, NMI). The table ends with the ratios of the
+default fit to each peer. The first-call compilation time of the default fit's kernels (a fresh
+process, first fit minus second fit on the same small data) is reported with ``--compile``.
+
+Data (structured, synthetic or augmented real; all generated here, nothing is downloaded):
+
+* ``blobs``: ``C`` isotropic Gaussian blobs (``sklearn.datasets.make_blobs``, ``cluster_std=2``).
+* ``subspaces``: a union of ``C`` random 5-dimensional linear subspaces, unit-norm
+  coefficients, plus 5% isotropic noise (the model of subspace clustering).
+* ``coil``: the packaged COIL-20 demo (32x32) augmented: each sample a random training image
+  shifted by up to one pixel and with 5% noise, ``n`` rows (``ntnumba.datasets.load_demo``).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+_CHILD = r"""
+import json, resource, sys, time
+import numpy as np
+X = np.load({path!r}, mmap_mode=None)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+{setup}
+t = time.perf_counter()
+labels = est.fit(X).labels_
+t = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+np.save({out!r}, np.asarray(labels))
+print(json.dumps({{"time": t, "peak_kb": peak, "base_kb": base}}))
+"""
+
+_METHODS = {
+    "ntnumba": ("from ntnumba import NTClustering\n"
+                "est = NTClustering({C}, random_state=0, verbose={verbose})\n"
+                "NTClustering({C}, random_state=0).fit(X[:max(4 * {C}, 60)])  # compile"),
+    "KMeans": "from sklearn.cluster import KMeans\nest = KMeans({C}, random_state=0)",
+    "MiniBatchKMeans": ("from sklearn.cluster import MiniBatchKMeans\n"
+                        "est = MiniBatchKMeans({C}, random_state=0)"),
+    "SpectralClustering": ("from sklearn.cluster import SpectralClustering\n"
+                           "est = SpectralClustering({C}, affinity='nearest_neighbors', "
+                           "n_neighbors=10, assign_labels='cluster_qr', random_state=0)"),
+}
+
+_COMPILE = r"""
+import time
+t0 = time.perf_counter()
+import numpy as np
+from ntnumba import NTClustering
+from sklearn.datasets import make_blobs
+X, _ = make_blobs(300, n_features=20, centers=3, random_state=0)
+t1 = time.perf_counter()
+NTClustering(3, random_state=0).fit(X)
+t2 = time.perf_counter()
+NTClustering(3, random_state=0).fit(X)
+t3 = time.perf_counter()
+print(t1 - t0, t2 - t1, t3 - t2)
+"""
+
+
+def make_data(kind, n, d, C, seed=0):
+    """``(X, y)``: ``n`` rows of the data set ``kind`` (module docs) in ``d`` dimensions."""
+    rng = np.random.default_rng(seed)
+    if kind == "blobs":
+        from sklearn.datasets import make_blobs
+        X, y = make_blobs(n, n_features=d, centers=C, cluster_std=2.0, random_state=seed)
+        return X.astype(np.float64), y
+    if kind == "subspaces":
+        y = rng.integers(0, C, n)
+        bases = np.linalg.qr(rng.standard_normal((C, d, 5)))[0]      # C x d x 5
+        coef = rng.standard_normal((n, 5))
+        coef /= np.linalg.norm(coef, axis=1, keepdims=True)
+        X = np.einsum("ndk,nk->nd", bases[y], coef)
+        X += 0.05 / np.sqrt(d) * rng.standard_normal((n, d))
+        return X, y
+    if kind == "coil":
+        from .datasets import load_demo
+        X0, y0 = load_demo()
+        imgs = X0.reshape(-1, 32, 32)
+        pick = rng.integers(0, X0.shape[0], n)
+        X = np.empty((n, 1024))
+        for s in range(0, n, 4096):
+            p = pick[s:s + 4096]
+            dx, dy = rng.integers(-1, 2, (2, p.size))
+            block = np.stack([np.roll(np.roll(imgs[i], a, 0), b, 1)
+                              for i, a, b in zip(p, dx, dy)]).reshape(p.size, -1)
+            X[s:s + p.size] = block + 0.05 * X0.std() * rng.standard_normal(block.shape)
+        return X, y0[pick]
+    raise ValueError(f"kind: expected 'blobs', 'subspaces' or 'coil', got {kind!r}")
+
+
+def run_method(name, path, C, verbose=0, timeout=3600):
+    """Fit ``name`` in a fresh process on the data at ``path``: its result dict and labels."""
+    out = path + f".{name}.labels.npy"
+    code = _CHILD.format(path=path, out=out,
+                         setup=_METHODS[name].format(C=C, verbose=int(verbose)))
+    env = dict(os.environ)
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout} s"}, None
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:200]}, None
+    if verbose:
+        sys.stderr.write(proc.stderr)
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    return res, np.load(out)
+
+
+def compile_time():
+    """(import, first fit, second fit) seconds of the default fit in a fresh process."""
+    proc = subprocess.run([sys.executable, "-c", _COMPILE], capture_output=True, text=True,
+                          check=True)
+    return tuple(float(v) for v in proc.stdout.split())
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m ntnumba.bench_large", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="blobs,subspaces,coil",
+                    help="comma-separated data sets: blobs, subspaces, coil")
+    ap.add_argument("--n", default="10000", help="comma-separated row counts")
+    ap.add_argument("--d", type=int, default=100, help="dimension of blobs and subspaces")
+    ap.add_argument("--clusters", type=int, default=10)
+    ap.add_argument("--methods", default="ntnumba,KMeans,MiniBatchKMeans,SpectralClustering")
+    ap.add_argument("--spectral-max", type=int, default=50000,
+                    help="skip SpectralClustering above this many rows")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per fit")
+    ap.add_argument("--compile", action="store_true", help="also the first-call compile time")
+    ap.add_argument("--json", help="write the raw results here")
+    ap.add_argument("--verbose", type=int, default=0, help="the default fit's progress")
+    args = ap.parse_args(argv)
+    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+    print(f"load average at start: {os.getloadavg()}", flush=True)
+    results = []
+    methods = args.methods.split(",")
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in args.data.split(","):
+            for n in (int(float(v)) for v in args.n.split(",")):
+                X, y = make_data(kind, n, args.d, args.clusters)
+                path = os.path.join(tmp, f"{kind}_{n}.npy")
+                np.save(path, X)
+                mb = X.nbytes / 2 ** 20
+                row = {"data": kind, "n": n, "d": X.shape[1], "data_MB": mb, "fits": {}}
+                for name in methods:
+                    if name == "SpectralClustering" and n > args.spectral_max:
+                        row["fits"][name] = {"error": f"skipped (n > {args.spectral_max})"}
+                        continue
+                    res, labels = run_method(name, path, args.clusters, args.verbose,
+                                             args.timeout)
+                    if labels is not None:
+                        res["ARI"] = float(adjusted_rand_score(y, labels))
+                        res["NMI"] = float(normalized_mutual_info_score(y, labels))
+                        res["peak_MB"] = (res["peak_kb"] - res["base_kb"]) / 1024
+                    row["fits"][name] = res
+                    _print_fit(row, name, res)
+                _print_ratios(row)
+                results.append(row)
+    out = {"load_end": os.getloadavg(), "results": results}
+    if args.compile:
+        imp, first, second = compile_time()
+        out["compile"] = {"import": imp, "first_fit": first, "second_fit": second,
+                          "compile": first - second}
+        print(f"compile: import {imp:.1f} s, first fit {first:.1f} s, second {second:.1f} s: "
+              f"compilation ~{first - second:.1f} s", flush=True)
+    print(f"load average at end: {out['load_end']}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return out
+
+
+def _print_fit(row, name, res):
+    head = f"{row['data']:>9} n={row['n']:>8} d={row['d']:>5} {name:>18}"
+    if "error" in res:
+        print(f"{head}  {res['error']}", flush=True)
+        return
+    print(f"{head}  time {res['time']:8.2f} s  peak {res['peak_MB']:8.0f} MB "
+          f"({res['peak_MB'] / row['data_MB']:5.1f} x data)  ARI {res['ARI']:.3f}  "
+          f"NMI {res['NMI']:.3f}", flush=True)
+
+
+def _print_ratios(row):
+    nt = row["fits"].get("ntnumba", {})
+    if "time" not in nt:
+        return
+    for name, res in row["fits"].items():
+        if name == "ntnumba" or "time" not in res:
+            continue
+        print(f"{'':>9} ntnumba / {name}: time {nt['time'] / res['time']:.2f}x, "
+              f"peak memory {nt['peak_MB'] / max(res['peak_MB'], 1e-9):.2f}x, "
+              f"ARI {nt['ARI'] - res['ARI']:+.3f}", flush=True)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

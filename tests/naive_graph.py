@@ -1,0 +1,34 @@
+"""Slow, obvious references of the graph kernels (ntnumba/_graph.py)."""
+import numpy as np
+
+from naive import rho
+
+
+def similarity(y, z):
+    """Normalised support-intersection similarity of two vectors (0 for a zero vector)."""
+    den = np.sqrt(rho(y, y) * rho(z, z))
+    return rho(y, z) / den if den > 0 else 0.0
+
+
+def knn(Y, k, Y_ref=None, exclude_self=False):
+    """The k most similar reference rows of every row (ties: the smaller index), and their
+    similarities, by a full sort of every row of the similarity matrix."""
+    ref = Y if Y_ref is None else Y_ref
+    idx = np.zeros((len(Y), k), dtype=np.int64)
+    sim = np.zeros((len(Y), k))
+    for i, y in enumerate(Y):
+        s = [(-similarity(y, z), j) for j, z in enumerate(ref) if not (exclude_self and i == j)]
+        s.sort()
+        idx[i] = [j for _, j in s[:k]]
+        sim[i] = [-v for v, _ in s[:k]]
+    return idx, sim
+
+
+def knn_graph(Y, k):
+    """Dense W = (K + K^T) / 2 of the k-NN lists (self excluded)."""
+    n = len(Y)
+    idx, sim = knn(Y, k, exclude_self=True)
+    K = np.zeros((n, n))
+    for i in range(n):
+        K[i, idx[i]] = sim[i]
+    return (K + K.T) / 2
