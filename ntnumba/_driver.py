@@ -1,9 +1,21 @@
-"""The alternating driver: Stage 1 (assignment), Stage 2 (theta), Stage 3 (A), repeated.
+"""The driver: Stage 1 (assignment), Stage 2 (theta), Stage 3 (A), repeated, over row blocks.
 
-A thin Python loop in the spirit of scikit-learn's ``_kmeans_single_lloyd``: the compiled
+One loop for every fit, in the spirit of scikit-learn's ``_kmeans_single_lloyd``: the compiled
 kernels do one stage each; this module initialises, alternates, records the full objective of
-the learning problem, checks convergence, prints progress and keeps the last complete iterate
-when interrupted.
+the learning problem, checks convergence, runs the ``n_init`` restarts or continues a fit
+(``warm_start``), calls the callback, prints progress with an ETA, keeps the last complete
+iterate when interrupted, and assembles the fitted state. It does so over a *row-block
+source* (:mod:`ntnumba._stream`): all of ``X`` in memory as one block (``fit(X)``,
+``partial_fit``), blocks read from a memmap or any sliceable reader (``fit(X, chunk_size=...)``)
+or dask blocks on workers (:mod:`ntnumba.dask`). Every iteration is a few maps of the passes of
+:mod:`ntnumba._passes` over the blocks and a reduction of their sums: Stage 1 per block with
+its Stage-2 sums, Stage 2 solved from the sums (:func:`ntnumba._theta.solve_theta`; its nu
+steps make passes over the members' ``y``), the Stage-3 sums, the objective. ``partial_fit``
+is the same iteration on running sums with a forgetting factor.
+
+In memory the one block keeps ``Y`` and ``Q = X A^T`` of the current ``A`` between passes and
+iterations (nothing of ``X`` is copied), and ``X^T X`` and the Stage-3 workspace are computed
+once per fit, as before this driver served every path.
 """
 import sys
 import time
@@ -12,12 +24,21 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ._graph import DEFAULT_SHARED, graph_init_tau, graph_partition, graph_stage1
+from . import _passes as P
+from ._graph import DEFAULT_SHARED, graph_init_tau, graph_partition, shared_directions
 from ._parallel import blas_limit
-from ._parallel import matmul as _matmul
-from ._stage1 import assign, trusted_inputs
-from ._theta import data_terms, theta_objective, update_theta
-from ._transform import _regulariser, _regulariser_sv, assignment_statistics, update_transform
+from ._passes import compute_Q  # noqa: F401 - the driver's name for it
+from ._stream import MemoryBlocks, block_rows
+from ._theta import data_terms, prior_up, solve_theta, theta_objective
+from ._transform import TransformStatistics, _regulariser, _regulariser_sv, update_transform
+
+#: Size of the reference sample of the chunked and Dask fits: the initialisation and, for the
+#: graph rule, the partition run on ``min(n, REFERENCE_SIZE)`` rows drawn at random (seeded by
+#: ``random_state``; all rows when ``n`` is not larger), the other rows are labelled by the
+#: k-NN vote of ``predict``. The in-memory fit uses all rows.
+REFERENCE_SIZE = 20000
+
+_INT32_MAX = np.iinfo(np.int32).max
 
 
 @dataclass
@@ -65,31 +86,47 @@ class State:
     n_iter: int = 0
     reseeded: list = field(default_factory=list)
     interrupted: bool = False
-    # assign="graph": {"n_shared": r, "graph_cut": cut} of the partition in ``labels`` (kept
-    # fixed over the iterations, see ntnumba/_graph.py); None otherwise
+    # the partition the fit started from (initial_labels_): init="graph"'s, else the labels of
+    # the first iteration's Stage 1; None on a warm start
+    initial_labels: np.ndarray = None
+    # assign="graph": {"n_shared": r, "graph_cut": cut, "ref_rows": rows of the reference set
+    # (None: all)} of the partition in ``labels`` (kept fixed over the iterations, see
+    # ntnumba/_graph.py); None otherwise
     graph: dict = None
 
     def copy(self):
-        return replace(self, A=self.A.copy(), tau=self.tau.copy(), nu=self.nu.copy(),
+        return replace(self, A=None if self.A is None else self.A.copy(), tau=self.tau.copy(),
+                       nu=self.nu.copy(),
                        labels=None if self.labels is None else self.labels.copy(),
                        similarity_labels=(None if self.similarity_labels is None
                                           else self.similarity_labels.copy()),
                        objective_history=list(self.objective_history),
-                       reseeded=list(self.reseeded))
+                       reseeded=list(self.reseeded),
+                       graph=None if self.graph is None else dict(self.graph))
 
 
-def compute_Q(X, A, learn_transform):
-    """Q = X A^T in the dtype of X (A = I: Q is X itself, no copy)."""
-    if not learn_transform and A is None:
-        return X
-    return _matmul(X, A.T.astype(X.dtype, copy=False))
+@dataclass
+class Context:
+    """What one fit carries between the iterations over one source."""
+
+    src: object
+    gram: np.ndarray = None       # X^T X (learn_transform): once per fit
+    labels: np.ndarray = None     # graph rule: the fixed clusters of all rows
+    ref_X: np.ndarray = None      # graph rule: the reference set (scaled rows, the rows
+    ref_rows: np.ndarray = None   # ref_rows of the source, None: all) and its labels
+    ref_labels: np.ndarray = None
+    seed: int = 0                 # of the shared directions of the graph rule's vote
+    workspace: dict = field(default_factory=dict)   # of update_transform, batch Stage 3
+    forget: float = None          # partial_fit: running sums = forget * sums + this pass
+    theta_sums: dict = None
+    transform_sums: TransformStatistics = None
 
 
 def full_objective(X, A, Y, labels, sim, tau, nu, p, Q=None, sv=None):
-    """Objective of the learning problem (algorithm.md) at one iterate, float64.
+    """Objective of the learning problem (algorithm.md) at one iterate, float64, in memory.
 
-    sum_i [1/2||q_i - y_i||^2 + lambda_a/2||q_i - tau_j1 - nu_j2||^2 + lambda0 sP + lambda1||y_i||_1]
-    + lambda_e u_p(theta) + f_d(A) (f_d only when A is learned).
+    sum_i [1/2||q_i - y_i||^2 + lambda_a/2||q_i - tau_j1 - nu_j2||^2 + lambda0 sP
+           + lambda1||y_i||_1] + lambda_e u_p(theta) + f_d(A) (f_d only when A is learned).
     ``sv``: the singular values of ``A`` when known (f_d from them, no ``A^T A`` product).
     """
     if Q is None:
@@ -97,7 +134,13 @@ def full_objective(X, A, Y, labels, sim, tau, nu, p, Q=None, sv=None):
     d2, l1 = data_terms(Q, Y)  # ||Q - Y||^2 and ||Y||_1 without n x M temporaries
     val = 0.5 * d2 + p.lambda1 * l1
     val += theta_objective(Q, Y, labels, sim, tau, nu, lambda0=p.lambda0,
-                           lambda_a=p.lambda_a, lambda_e=p.lambda_e)
+                           lambda_a=p.lambda_a, lambda_e=0.0)
+    return val + _parameter_terms(A, tau, nu, p, sv)
+
+
+def _parameter_terms(A, tau, nu, p, sv=None):
+    """``lambda_e u_p(theta) + f_d(A)``: the objective's terms without a sum over samples."""
+    val = p.lambda_e * prior_up(tau, nu) if p.lambda_e != 0.0 else 0.0
     if p.learn_transform:
         if sv is not None:
             val += _regulariser_sv(sv, A.shape[0], p.lambda2, p.lambda3, p.lambda4)
@@ -107,8 +150,40 @@ def full_objective(X, A, Y, labels, sim, tau, nu, p, Q=None, sv=None):
     return val
 
 
+def stage3_priors(p):
+    """The priors of the Stage-3 problem in the scaling of :func:`update_transform`.
+
+    ``1/2||AX - Y||^2 + lambda_a/2||AX - T||^2 = (1 + lambda_a)/2 ||AX - Ybar||^2 + const``
+    (``Ybar``: :func:`ntnumba._transform.assignment_statistics`): the priors of ``A`` are
+    divided by ``1 + lambda_a``.
+    """
+    w = 1.0 + p.lambda_a
+    return dict(lambda2=p.lambda2 / w, lambda3=p.lambda3 / w, lambda4=p.lambda4 / w,
+                n_steps=p.transform_steps)
+
+
+def rms_scale(src, scaling):
+    """``scaling="rms"``: one factor s with mean(||s x||^2) = n_features; 1.0 for all-zero data
+    or ``scaling=None``.
+
+    At most 2^(maxexp - 2) of the dtype (2^1022 for float64), so that ``s`` and ``s X`` stay
+    finite: data of subnormal size is scaled up that far only (it then thresholds to zero
+    codes) instead of turning into inf and NaN. From two passes over the source's blocks.
+    """
+    if scaling is None:
+        return 1.0
+    m = src.max_abs()
+    if m == 0.0:
+        return 1.0
+    ms = src.mean_square(m)
+    limit = 2.0 ** (np.finfo(src.dtype).maxexp - 2)
+    with np.errstate(over="ignore"):
+        s = np.sqrt(1.0 / ms) / m
+    return float(min(s, limit))
+
+
 def initialise(X, p, rng, verbose=0):
-    """Initial A, tau, nu.
+    """Initial A, tau, nu from the rows ``X`` (all of X, or the reference sample).
 
     ``init="random"`` is the paper's: A, tau, nu i.i.d. N(0, 1), except that the rows of A are
     scaled to unit norm. ``init="k-means++"`` keeps the random A and nu, and seeds tau by
@@ -135,18 +210,17 @@ def initialise(X, p, rng, verbose=0):
     elif p.init == "k-means++":
         from sklearn.cluster import kmeans_plusplus
         centers, _ = kmeans_plusplus(np.asarray(Q, dtype=np.float64), C,
-                                     random_state=rng.randint(np.iinfo(np.int32).max))
+                                     random_state=rng.randint(_INT32_MAX))
         tau = (centers - nu.mean(axis=0)).astype(dt)
     elif p.init == "kmeans":
         from sklearn.cluster import KMeans
-        km = KMeans(C, n_init=1, random_state=rng.randint(np.iinfo(np.int32).max))
+        km = KMeans(C, n_init=1, random_state=rng.randint(_INT32_MAX))
         km.fit(np.asarray(Q, dtype=np.float64))
         tau = (km.cluster_centers_ - nu.mean(axis=0)).astype(dt)
     elif p.init == "graph":
         labels, ginfo = graph_partition(Q, C, lambda1=p.lambda1, n_neighbors=p.n_neighbors,
                                         n_shared=p.n_shared,
-                                        random_state=rng.randint(np.iinfo(np.int32).max),
-                                        verbose=verbose)
+                                        random_state=rng.randint(_INT32_MAX), verbose=verbose)
         tau = graph_init_tau(Q, labels, nu, C, rng).astype(dt)
         graph = {"n_shared": ginfo["n_shared"], "graph_cut": ginfo["ncut"][ginfo["n_shared"]],
                  "ncut": dict(ginfo["ncut"])}
@@ -164,15 +238,6 @@ def initialise(X, p, rng, verbose=0):
 BLAS_THREADS = 1
 
 
-def iterate(X, state, p, rng, Q=None, workspace=None):
-    """One complete iteration (Stages 1-3) from ``state``; returns the new state and objective.
-
-    Runs :func:`_iterate` with ``BLAS_THREADS`` BLAS threads (restored afterwards).
-    """
-    with blas_context():
-        return _iterate(X, state, p, rng, Q, workspace)
-
-
 def blas_context():
     """Context with ``BLAS_THREADS`` BLAS threads (``None``: the BLAS setting is left alone)."""
     if BLAS_THREADS is None:
@@ -180,79 +245,169 @@ def blas_context():
     return blas_limit(BLAS_THREADS)
 
 
-def _iterate(X, state, p, rng, Q=None, workspace=None):
-    """One complete iteration (Stages 1-3) from ``state``; returns the new state and objective.
+# ---------------------------------------------------------------------------------------------
+# the row passes of Stage 2 over the blocks of a source
+# ---------------------------------------------------------------------------------------------
+class _BlockRows:
+    """The passes of :func:`ntnumba._theta.solve_theta` (``alpha``, ``members``, ``q_row``)
+    over the source's blocks, ``Y`` where the blocks keep it."""
 
-    ``Q``: ``compute_Q(X, state.A)`` when the caller has it (the previous iteration computed it
-    for its objective, ``info["Q_next"]``), else it is computed here. A one-element list hands
-    it over: the list is emptied, so that Q (n x M) is freed during Stage 3 (:func:`run`).
-    ``workspace``: a dict carried from one iteration to the next on the same ``X`` (``X^T X``,
-    ``lambda_max(X^T X)``, and ``A G`` and the singular values of ``state.A``, see
-    :func:`ntnumba._transform.update_transform`); updated in place for the returned state
-    (also returned as ``info["workspace_next"]``).
-    """
-    box = Q if isinstance(Q, list) else [Q]
-    Q = None  # only the box refers to Q: _iterate_body can free it
-    ws = {} if workspace is None else workspace
-    with trusted_inputs():  # Q and Y come from the kernels: no NaN scans of n x M inputs
-        return _iterate_body(X, state, p, rng, box, ws)
+    def __init__(self, src, A, p):
+        self.src, self.A, self.p = src, A, p
+
+    def alpha(self, tau, labels):
+        args = [(labels[s:e],) for s, e in self.src.bounds]
+        return np.concatenate(self.src.map(P.pass_alpha, args, (tau,), use_x=False,
+                                           use_carry=True))
+
+    def members(self, rows):
+        return _BlockMembers(self.src, rows)
+
+    def q_row(self, i):
+        b = next(b for b, (s, e) in enumerate(self.src.bounds) if s <= i < e)
+        args = [None] * len(self.src.bounds)
+        args[b] = (np.array([i - self.src.bounds[b][0]]),)
+        return self.src.map(P.pass_qrows, args, (self.A, self.p.learn_transform),
+                            blocks=[b])[0][0]
 
 
-def _iterate_body(X, state, p, rng, box, ws):
-    Q = box.pop() if box else None
-    if Q is None:
-        Q = compute_Q(X, state.A, p.learn_transform)
-    if p.rule == "graph":  # clusters from the NT-similarity graph, then Stages 2-3 as usual
-        labels, sim, Y, det = graph_stage1(Q, state, p, rng)
-    else:
-        # only the winners are used: candidates that cannot win are skipped (exact)
-        labels, sim, Y, _, det = assign(Q, state.tau, state.nu, p.lambda0, p.lambda1,
-                                        rule=p.rule, lambda_a=p.lambda_a, return_details=True,
-                                        prune=True)
-    tau, nu = update_theta(Q, Y, labels, sim, state.tau, state.nu, lambda0=p.lambda0,
-                           lambda_a=p.lambda_a, lambda_e=p.lambda_e, cost=det["cost"])
-    # the taus update_theta re-seeds: those without members
-    info = {"reseeded": [int(c) for c in
-                         np.flatnonzero(np.bincount(labels, minlength=tau.shape[0]) == 0)]}
-    A = state.A
+class _BlockMembers:
+    """:class:`ntnumba._theta.MemberRows` (the members of one nu) over the blocks."""
+
+    def __init__(self, src, rows):
+        self.src = src
+        self.parts = block_rows(src.bounds, rows)
+        self.blocks = [b for b, *_ in self.parts]
+
+    def _map(self, fn, extra, common, combine=None):
+        args = [None] * len(self.src.bounds)
+        for b, r, lo, hi in self.parts:
+            args[b] = (r,) + tuple(x[lo:hi] for x in extra)
+        return self.src.map(fn, args, common, use_x=False, use_carry=True, blocks=self.blocks,
+                            combine=combine)
+
+    def rho(self, Z, zidx, out):
+        out[:] = np.concatenate(self._map(P.pass_rho, (zidx,), (np.ascontiguousarray(Z),)))
+
+    def rho2(self, z1, z2, out1, out2):
+        res = self._map(P.pass_rho2, (), (z1, z2))
+        out1[:] = np.concatenate([r[0] for r in res])
+        out2[:] = np.concatenate([r[1] for r in res])
+
+    def colsum(self, w, pos, neg):
+        pos[:], neg[:] = self._map(P.pass_colsum, (w,), (), combine=P.add)
+
+
+def _forgotten(acc, new, forget):
+    """Running sums ``forget * acc + new`` (``acc`` None: ``new``)."""
+    if isinstance(new, TransformStatistics):
+        if acc is None:
+            return new
+        return TransformStatistics(forget * acc.gram + new.gram, forget * acc.cross + new.cross,
+                                   forget * acc.target_sq + new.target_sq,
+                                   acc.n_samples + new.n_samples, new.dtype)
+    new = {k: np.asarray(v, dtype=np.float64) for k, v in new.items()}
+    return new if acc is None else {k: forget * acc[k] + new[k] for k in new}
+
+
+def gram(src):
+    """``X^T X`` of the source (float64, symmetric)."""
+    G = src.map(P.pass_gram, combine=P.add)
+    return 0.5 * (G + G.T)
+
+
+# ---------------------------------------------------------------------------------------------
+# one iteration
+# ---------------------------------------------------------------------------------------------
+def iterate_blocks(ctx, state, p, rng):
+    """One complete iteration (Stages 1-3 and the objective) over ``ctx.src`` from ``state``;
+    returns ``(new_state, objective, reseeded)``."""
+    src = ctx.src
+    A, tau, nu = state.A, state.tau, state.nu
+    n = src.n
+    graph = state.graph
+    if p.rule == "graph" and graph is None:  # dropped (e.g. by a callback): partition again
+        part = State(A=A, tau=tau, nu=nu)
+        _set_graph(ctx, part, p, rng)
+        graph = part.graph
+    fixed = ctx.labels
+    args = [(None if fixed is None else fixed[s:e],) for s, e in src.bounds]
+    lab_l, sim_l, cost_l, stats = src.map(P.pass_stage1, args, (A, tau, nu, p), use_carry=True,
+                                          store=True, combine=P.add_stage1)
+    labels = np.concatenate(lab_l).astype(np.int64, copy=False)
+    sim = np.concatenate(sim_l).astype(np.int64, copy=False)
+    cost = np.concatenate(cost_l)
+    lab_l = sim_l = cost_l = None
+    if ctx.forget is not None:
+        stats = ctx.theta_sums = _forgotten(ctx.theta_sums, stats, ctx.forget)
+    tau, nu, det = solve_theta(stats, _BlockRows(src, A, p), labels, sim,
+                               np.asarray(tau, dtype=np.float64),
+                               np.asarray(nu, dtype=np.float64), lambda0=p.lambda0,
+                               lambda_a=p.lambda_a, lambda_e=p.lambda_e, reseed_key=cost)
+    tau, nu = tau.astype(src.dtype), nu.astype(src.dtype)
     if p.learn_transform:
-        Q = None  # recomputed below with the new A; frees n x M during Stage 3
-        # 1/2||AX - Y||^2 + lambda_a/2||AX - T||^2 = (1 + lambda_a)/2 ||AX - Ybar||^2 + const:
-        # the Stage-3 problem in the scaling of update_transform divides the priors by 1+lambda_a
-        w = 1.0 + p.lambda_a
+        rows = [None] * len(src.bounds)
+        blocks, m = None, n
+        if p.online_fraction is not None:  # the paper's online update: a random subset
+            m = min(n, max(1, int(round(p.online_fraction * n))))
+            parts = block_rows(src.bounds, np.sort(rng.choice(n, size=m, replace=False)))
+            for b, r, _, _ in parts:
+                rows[b] = r
+            blocks = [b for b, *_ in parts]
+        args = [(labels[s:e], sim[s:e], rows[b]) for b, (s, e) in enumerate(src.bounds)]
+        G, cross, tsq = src.map(P.pass_stage3, args, (tau, nu, p.lambda_a), use_carry=True,
+                                blocks=blocks, combine=P.add)
+        stats3 = TransformStatistics(ctx.gram if p.online_fraction is None else G, cross,
+                                     max(float(tsq), 0.0), m, src.dtype)
+        if ctx.forget is not None:
+            stats3 = ctx.transform_sums = _forgotten(ctx.transform_sums, stats3, ctx.forget)
         if p.online_fraction is None:
-            # the statistics of Ybar = (Y + lambda_a T) / w without forming Ybar or T (n x M)
-            if ws.get("X") is not X:  # X^T X does not change during a fit
-                ws.clear()
-                X64 = np.asarray(X, dtype=np.float64)
-                gram = X64.T @ X64
-                ws.update(X=X, gram=0.5 * (gram + gram.T))
-                X64 = gram = None
-            stats = assignment_statistics(X, Y, tau, nu, labels, sim, p.lambda_a,
-                                          gram=ws["gram"])
-            A = update_transform(A=A, stats=stats, lambda2=p.lambda2 / w,
-                                 lambda3=p.lambda3 / w, lambda4=p.lambda4 / w,
-                                 n_steps=p.transform_steps, workspace=ws)
-            stats = None
+            A = update_transform(A=A, stats=stats3, workspace=ctx.workspace, **stage3_priors(p))
         else:
-            T = tau[labels] + nu[sim]
-            Ybar = (np.asarray(Y, dtype=np.float64) + p.lambda_a * T) / w
-            A = update_transform(X, Ybar, A, lambda2=p.lambda2 / w, lambda3=p.lambda3 / w,
-                                 lambda4=p.lambda4 / w, n_steps=p.transform_steps,
-                                 sample_fraction=p.online_fraction, online_rate=p.online_rate,
-                                 random_state=rng)
-        Q = compute_Q(X, A, True)
-    sv = ws.get("sv") if (p.learn_transform and ws.get("A") is A) else None
-    obj = full_objective(X, A, Y, labels, sim, tau, nu, p, Q=Q, sv=sv)
+            A = update_transform(A=A, stats=stats3, online_rate=p.online_rate,
+                                 **stage3_priors(p))
+    args = [(labels[s:e], sim[s:e]) for s, e in src.bounds]
+    obj = float(src.map(P.pass_objective, args, (A, tau, nu, p, src.keep_q), use_carry=True,
+                        store=True, combine=P.add))
+    ws = ctx.workspace
+    obj += _parameter_terms(A, tau, nu, p, ws.get("sv") if ws.get("A") is A else None)
     new = State(A=A, tau=tau, nu=nu, labels=labels, similarity_labels=sim,
                 objective_history=state.objective_history + [obj], n_iter=state.n_iter + 1,
-                reseeded=state.reseeded + [(state.n_iter + 1, c) for c in info["reseeded"]],
-                graph=det.get("graph"))
-    info["Q_next"] = Q
-    info["workspace_next"] = ws
-    return new, obj, info
+                reseeded=state.reseeded + [(state.n_iter + 1, c) for c in det["reseeded"]],
+                graph=graph)
+    return new, obj, det["reseeded"]
 
 
+def iterate(X, state, p, rng, Q=None, workspace=None):
+    """One in-memory iteration from ``state`` on ``X`` (scaled); returns ``(new, obj, info)``.
+
+    ``Q``: ``X A^T`` of ``state.A`` when known (``info["Q_next"]`` of the previous call);
+    ``workspace``: the Stage-3 workspace carried between calls (``info["workspace_next"]``).
+    With the graph rule ``state.labels`` (or a partition computed here) are the clusters.
+    """
+    src = MemoryBlocks(X)
+    ctx = Context(src)
+    if isinstance(workspace, dict):
+        if workspace.get("X") is X:
+            ctx.gram = workspace["gram"]
+        ctx.workspace = workspace
+    if ctx.gram is None and p.learn_transform:
+        ctx.gram = gram(src)
+    if Q is not None:
+        src.carry[0]["Q"] = Q.pop() if isinstance(Q, list) else Q
+    if p.rule == "graph":
+        state, ctx.ref_X = state.copy(), X
+        _set_graph(ctx, state, p, rng)
+    with blas_context():
+        new, obj, reseeded = iterate_blocks(ctx, state, p, rng)
+    ctx.workspace.update(gram=ctx.gram, X=X)
+    return new, obj, {"reseeded": reseeded, "Q_next": src.carry[0].get("Q"),
+                      "workspace_next": ctx.workspace}
+
+
+# ---------------------------------------------------------------------------------------------
+# the loop, restarts, warm start
+# ---------------------------------------------------------------------------------------------
 def _fmt_time(s):
     if not np.isfinite(s):
         return "?"
@@ -261,42 +416,230 @@ def _fmt_time(s):
     return f"{int(s // 60)}m{int(s % 60):02d}s"
 
 
-def run(X, state, p, rng, *, verbose=0, callback=None, stream=None):
+def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
     """Alternate from ``state`` until ``max_iter`` or a relative decrease below ``tol``.
 
-    Returns the last complete iterate. A KeyboardInterrupt between or inside iterations stops the
-    loop and returns the last complete iterate with ``interrupted=True``. ``callback(state)`` is
-    called after every iteration; returning True stops the loop.
+    ``ctx``: a :class:`Context` (or an array ``X``, scaled, in memory). Returns the last
+    complete iterate. A KeyboardInterrupt between or inside iterations stops the loop and
+    returns the last complete iterate with ``interrupted=True``. ``callback(state)`` is called
+    after every iteration; returning True stops the loop. ``verbose``: one line per iteration
+    (objective, relative change, elapsed time, ETA) on ``stream`` (default stderr).
     """
+    if not isinstance(ctx, Context):
+        src = MemoryBlocks(ctx)
+        ctx = Context(src, gram=gram(src) if p.learn_transform else None)
+        if p.rule == "graph":
+            state, ctx.ref_X = state.copy(), src.X
+            _set_graph(ctx, state, p, rng)
     stream = sys.stderr if stream is None else stream
     t0 = time.perf_counter()
     start_iter = state.n_iter
-    Q = []  # X A^T of the current state, handed from one iteration to the next (see iterate)
-    ws = {}  # the Stage-3 workspace, likewise
     try:
-        while state.n_iter < p.max_iter:
-            prev = state.objective_history[-1] if state.objective_history else None
-            new, obj, info = iterate(X, state, p, rng, Q=Q, workspace=ws)
-            Q = [info.pop("Q_next")]
-            info.pop("workspace_next")
-            state = new
-            if verbose:
-                done = state.n_iter - start_iter
-                el = time.perf_counter() - t0
-                eta = el / done * (p.max_iter - state.n_iter)
-                change = "" if prev is None else f"  change {(prev - obj) / abs(prev):+.3e}"
-                msg = (f"iteration {state.n_iter:4d}  objective {obj:.6e}{change}  "
-                       f"elapsed {_fmt_time(el)}  eta {_fmt_time(eta)}")
-                if info["reseeded"]:
-                    msg += f"  re-seeded clusters {info['reseeded']}"
-                print(msg, file=stream, flush=True)
-            if callback is not None and callback(state):
-                break
-            if prev is not None and abs(prev - obj) <= p.tol * max(abs(prev), 1e-300):
-                break
+        with blas_context():
+            while state.n_iter < p.max_iter:
+                prev = state.objective_history[-1] if state.objective_history else None
+                state, obj, reseeded = iterate_blocks(ctx, state, p, rng)
+                if verbose:
+                    done = state.n_iter - start_iter
+                    el = time.perf_counter() - t0
+                    eta = el / done * (p.max_iter - state.n_iter)
+                    change = "" if prev is None else f"  change {(prev - obj) / abs(prev):+.3e}"
+                    msg = (f"iteration {state.n_iter:4d}  objective {obj:.6e}{change}  "
+                           f"elapsed {_fmt_time(el)}  eta {_fmt_time(eta)}")
+                    if reseeded:
+                        msg += f"  re-seeded clusters {reseeded}"
+                    print(msg, file=stream, flush=True)
+                if callback is not None and callback(state):
+                    break
+                if prev is not None and abs(prev - obj) <= p.tol * max(abs(prev), 1e-300):
+                    break
     except KeyboardInterrupt:
         state = state.copy()
         state.interrupted = True
         if verbose:
             print(f"interrupted: keeping iteration {state.n_iter}", file=stream, flush=True)
     return state
+
+
+class _FirstLabels:
+    """Callback wrapper keeping the partition a fit starts from (``initial_labels_``).
+
+    ``labels``: the initial partition when the initialisation made one (``init="graph"``),
+    else the labels of the first iteration's Stage 1.
+    """
+
+    def __init__(self, labels, callback):
+        self.labels = None if labels is None else np.array(labels, dtype=np.int64)
+        self.callback = callback
+
+    def __call__(self, state):
+        if self.labels is None and state.labels is not None:
+            self.labels = np.array(state.labels, dtype=np.int64)
+        return self.callback(state) if self.callback is not None else False
+
+
+def reference_rows(src, seed):
+    """Rows of the reference sample (sorted), or None for all rows (see REFERENCE_SIZE)."""
+    if not src.subsample or src.n <= REFERENCE_SIZE:
+        return None
+    return np.sort(np.random.RandomState(seed).choice(src.n, REFERENCE_SIZE, replace=False))
+
+
+def _vote(src, rows, Qref, lab_ref, A, p, r, seed):
+    """Graph rule: the labels of the global rows ``rows`` by the k-NN vote against the
+    reference set (its ``r`` shared directions removed, as ``predict``)."""
+    mean, V = shared_directions(Qref, r, labels=lab_ref, random_state=seed)
+    codes_ref = P.graph_codes(Qref, mean, V, p.lambda1)
+    parts = block_rows(src.bounds, rows)
+    args = [None] * len(src.bounds)
+    for b, local, _, _ in parts:
+        args[b] = (local,)
+    res = src.map(P.pass_vote, args, (A, p, mean, V, codes_ref, lab_ref),
+                  blocks=[b for b, *_ in parts])
+    return np.concatenate(res) if res else np.empty(0, dtype=np.int64)
+
+
+def graph_labels(src, Xref, ref_rows, state, p, rng, seed, verbose=0):
+    """Graph rule: the clusters of every row. The reference set ``Xref`` (rows ``ref_rows``,
+    None: all) is partitioned (or keeps ``state.labels`` of ``init="graph"``), the other rows
+    are labelled by the k-NN vote. Sets ``state.graph``."""
+    Qref = compute_Q(Xref, state.A, p.learn_transform)
+    if state.graph is None or state.labels is None:
+        lab, info = graph_partition(Qref, p.n_clusters, lambda1=p.lambda1,
+                                    n_neighbors=p.n_neighbors, n_shared=p.n_shared,
+                                    random_state=rng.randint(_INT32_MAX), verbose=verbose)
+        state.graph = {"n_shared": info["n_shared"], "graph_cut": info["ncut"][info["n_shared"]],
+                       "ncut": dict(info["ncut"])}
+    else:
+        lab = state.labels
+    lab = np.asarray(lab, dtype=np.int64)
+    state.graph["ref_rows"] = ref_rows
+    if ref_rows is None:
+        return lab
+    labels = np.empty(src.n, dtype=np.int64)
+    labels[ref_rows] = lab
+    others = np.setdiff1d(np.arange(src.n), ref_rows)
+    labels[others] = _vote(src, others, Qref, lab, state.A, p, int(state.graph["n_shared"]),
+                           seed)
+    return labels
+
+
+def _set_graph(ctx, state, p, rng, verbose=0):
+    """Graph rule: the clusters of every row of ``ctx.src`` from ``state`` (its partition of
+    the reference set ``ctx.ref_X``, or a new one) into ``ctx`` and ``state.labels``."""
+    ctx.labels = state.labels = graph_labels(ctx.src, ctx.ref_X, ctx.ref_rows, state, p, rng,
+                                             ctx.seed, verbose)
+    ctx.ref_labels = ctx.labels if ctx.ref_rows is None else ctx.labels[ctx.ref_rows]
+
+
+def fit(src, p, *, seeds, seed, warm=None, verbose=0, callback=None):
+    """Fit over the source ``src`` (scale set): the ``n_init`` restarts from ``seeds`` (the one
+    with the lowest final objective is kept) or, with ``warm = (state, rng)``, the continuation
+    of that iterate. ``seed``: of the reference sample and of the graph rule's shared
+    directions. Returns ``(state, rng, ctx)``; ``state.interrupted`` after a KeyboardInterrupt
+    during the iterations (the last complete iterate)."""
+    G = gram(src) if p.learn_transform else None
+    if warm is not None:
+        state, rng = warm[0].copy(), warm[1]
+        ctx = Context(src, gram=G, seed=seed)
+        if p.rule == "graph":
+            if state.labels is None or len(state.labels) != src.n:
+                raise ValueError("warm_start: the graph rule continues on the samples of the "
+                                 f"previous fit ({0 if state.labels is None else len(state.labels)}"
+                                 f" rows), got {src.n} rows; fit without warm_start")
+            ctx.ref_rows = (state.graph or {}).get("ref_rows")
+            ctx.ref_X = src.take(ctx.ref_rows)
+            _set_graph(ctx, state, p, rng, verbose)
+        return run(ctx, state, p, rng, verbose=verbose, callback=callback), rng, ctx
+    ref_rows = reference_rows(src, seed)
+    Xref = src.take(ref_rows)
+    best = None
+    for s in seeds:
+        rng = np.random.RandomState(s)
+        src.reset()
+        state = initialise(Xref, p, rng, verbose=verbose)
+        ctx = Context(src, gram=G, ref_X=Xref, ref_rows=ref_rows, seed=seed)
+        if p.rule == "graph":
+            _set_graph(ctx, state, p, rng, verbose)
+        first = _FirstLabels(state.labels if state.labels is not None
+                             and len(state.labels) == src.n else None, callback)
+        state = run(ctx, state, p, rng, verbose=verbose, callback=first)
+        state.initial_labels = first.labels
+        key = state.objective_history[-1] if state.objective_history else np.inf
+        if best is None or key < best[0]:
+            best = (key, state, rng, ctx)
+        if state.interrupted:
+            break
+    return best[1:]
+
+
+def partial(src, state, rng, p, stream, forget, seed, *, verbose=0):
+    """One ``partial_fit`` call: the iteration of :func:`fit` on the chunk ``src`` with the
+    Stage-2/3 sums added to the running sums of ``stream`` (times ``forget``).
+
+    ``state`` None: initialise from the chunk. ``stream``: ``{"theta", "transform"}`` running
+    sums (None at the start) and ``"ref"`` (the graph rule's reference set ``(X, labels)``,
+    None: the chunk's partition becomes it). Returns ``(fitted attributes, new stream)``;
+    nothing is changed when it raises (an interrupt included).
+    """
+    ctx = Context(src, gram=gram(src) if p.learn_transform else None, forget=forget,
+                  theta_sums=stream["theta"], transform_sums=stream["transform"], seed=seed)
+    state = initialise(src.X, p, rng, verbose=verbose) if state is None else state.copy()
+    ref = stream["ref"]
+    if p.rule == "graph":
+        if ref is None:
+            ctx.ref_X = src.X
+            _set_graph(ctx, state, p, rng, verbose)
+            ref = (src.X, ctx.labels)
+        else:
+            Qref = compute_Q(ref[0], state.A, p.learn_transform)
+            ctx.labels = _vote(src, np.arange(src.n), Qref, ref[1], state.A, p,
+                               int(state.graph["n_shared"]), seed)
+        state.labels = ctx.labels
+        ctx.ref_X, ctx.ref_labels = ref
+    new = run(ctx, state, replace(p, max_iter=state.n_iter + 1), rng, verbose=verbose)
+    if new.interrupted:
+        raise KeyboardInterrupt
+    attrs = fitted_attributes(ctx, new, rng, p, seed)
+    return attrs, {"theta": ctx.theta_sums, "transform": ctx.transform_sums, "ref": ref,
+                   "scale": src.scale, "n_seen": stream.get("n_seen", 0) + src.n}
+
+
+# ---------------------------------------------------------------------------------------------
+# the fitted state
+# ---------------------------------------------------------------------------------------------
+def fitted_attributes(ctx, state, rng, p, seed):
+    """The fitted attributes of :class:`ntnumba.NTClustering` from the final iterate (a dict;
+    the estimator assigns them all at once). ``labels_`` and ``similarity_labels_``: Stage 1
+    with the final parameters over the source's blocks (the soft scores of the training rows
+    are the estimator's, see ``NTClustering._with_training_scores``)."""
+    src = ctx.src
+    if p.rule == "graph" and state.graph is None:  # dropped after the last iteration
+        state = state.copy()
+        _set_graph(ctx, state, p, np.random.RandomState(seed))
+    A = state.A if state.A is not None else np.eye(src.N, dtype=src.dtype)
+    out = {"_state": state, "_rng_state": rng.get_state(), "_p": p, "scale_": src.scale,
+           "n_features_in_": src.N, "components_": A, "dissimilarity_": state.tau,
+           "similarity_": state.nu, "n_iter_": state.n_iter,
+           "objective_history_": np.asarray(state.objective_history, dtype=np.float64)}
+    if state.initial_labels is not None:
+        out["initial_labels_"] = state.initial_labels
+    fixed = ctx.labels
+    args = [(None if fixed is None else fixed[s:e],) for s, e in src.bounds]
+    with blas_context():
+        res = src.map(P.pass_final, args, (state.A, state.tau, state.nu, p))
+        out["labels_"] = np.concatenate([r[0] for r in res]).astype(np.int64, copy=False)
+        out["similarity_labels_"] = np.concatenate([r[1] for r in res]).astype(np.int64,
+                                                                               copy=False)
+        if p.rule != "graph":
+            return out
+        # the graph rule's out-of-sample state: shared directions of the final map's
+        # representations of the reference set (the leading directions of the within-cluster
+        # scatter, see shared_directions)
+        lab_ref = np.asarray(ctx.ref_labels, dtype=np.int64)
+        Q = compute_Q(ctx.ref_X, state.A, p.learn_transform)
+        r = int(state.graph["n_shared"])
+        mean, V = shared_directions(Q, r, labels=lab_ref, random_state=seed)
+    out.update(graph_cut_=float(state.graph["graph_cut"]), n_shared_=r, shared_mean_=mean,
+               shared_components_=V, _fit_X=ctx.ref_X, _fit_labels=lab_ref)
+    return out

@@ -5,41 +5,23 @@ from contextlib import contextmanager
 import numba
 import numpy as np
 from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
-                          TransformerMixin)
+                          TransformerMixin, clone)
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _driver
 from . import _graph
+from ._passes import best_scores as _best_scores
+from ._passes import tukey_fence as _tukey_fence
 from ._stage1 import RULES, assign
+from ._stream import LocalBackend, MemoryBlocks
 from ._validation import check_choice, check_finite, check_scalar
 
 INITS = {"random", "k-means++", "kmeans", "graph"}
+_INT32_MAX = np.iinfo(np.int32).max
+# fitted attributes that do not end with "_" (replaced as a whole by every fit)
+_FITTED_PRIVATE = ("_state", "_rng_state", "_p", "_fit_X", "_fit_labels", "_stream_")
 ASSIGN_RULES = set(RULES) | {"graph"}
-
-
-def _best_scores(scores):
-    """Per-sample smallest score over the candidates (``scores`` of shape (n, ...))."""
-    scores = np.asarray(scores, dtype=np.float64)
-    return scores.reshape(scores.shape[0], -1).min(axis=1)
-
-
-def _tukey_fence(values):
-    """Tukey's far-out fence ``Q3 + 3 (Q3 - Q1)`` of the finite values, on a log scale.
-
-    Scores are costs (positive, right-skewed): with all finite values > 0 the fence is taken on
-    ``log(score)``, i.e. ``Q3 (Q3 / Q1)^3``; otherwise on the values themselves. inf if there is
-    no finite value.
-    """
-    v = np.asarray(values, dtype=np.float64)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return float("inf")
-    if np.all(v > 0):
-        q1, q3 = np.percentile(np.log(v), [25.0, 75.0])
-        return float(np.exp(q3 + 3.0 * (q3 - q1)))
-    q1, q3 = np.percentile(v, [25.0, 75.0])
-    return float(q3 + 3.0 * (q3 - q1))
 
 
 def cost_proba(scores):
@@ -67,15 +49,15 @@ def set_training_scores(est, labels, outlier_scores, proba):
     ``outlier_scores_`` (the score ``predict(X, reject=...)`` thresholds, per training sample),
     ``probabilities_`` (``proba[i, labels[i]]``, the soft score of the sample's own cluster,
     from :meth:`NTClustering.predict_proba`'s definition) and ``reject_threshold_`` (graph
-    rule: the largest leave-one-out score of the reference set, the first ``len(_fit_X)``
-    training samples; otherwise Tukey's far-out fence of them, see ``predict``).
+    rule: the largest leave-one-out score of the reference set ``_fit_X``; otherwise Tukey's
+    far-out fence of them, see ``predict``).
     """
     outlier_scores = np.asarray(outlier_scores, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.int64)
     est.outlier_scores_ = outlier_scores
     est.probabilities_ = np.asarray(proba, dtype=np.float64)[np.arange(labels.size), labels]
     if est._p.rule == "graph":
-        est.reject_threshold_ = float(np.max(outlier_scores[:est._fit_X.shape[0]]))
+        est.reject_threshold_ = float(np.max(est._ref_values(outlier_scores)))
     else:
         est.reject_threshold_ = _tukey_fence(outlier_scores)
 
@@ -95,6 +77,12 @@ def _row_matches(X, ref):
     return out
 
 
+def _pass_soft_scores(Xk, carry, match_k, est):
+    """Pass over a block of training rows: ``est._soft_scores`` (``match_k``: the reference
+    row of each row, see ``NTClustering._graph_vote``)."""
+    return est._soft_scores(Xk, match=match_k)
+
+
 @contextmanager
 def _numba_threads(n_jobs):
     """Map ``n_jobs`` to numba's thread count and restore it afterwards."""
@@ -110,23 +98,6 @@ def _numba_threads(n_jobs):
         yield
     finally:
         numba.set_num_threads(old)
-
-
-class _FirstLabels:
-    """Callback wrapper keeping the partition a fit starts from (``initial_labels_``).
-
-    ``labels``: the initial partition when the initialisation made one (``init="graph"``),
-    else the labels of the first iteration's Stage 1.
-    """
-
-    def __init__(self, labels, callback):
-        self.labels = None if labels is None else np.array(labels, dtype=np.int64)
-        self.callback = callback
-
-    def __call__(self, state):
-        if self.labels is None and state.labels is not None:
-            self.labels = np.array(state.labels, dtype=np.int64)
-        return self.callback(state) if self.callback is not None else False
 
 
 class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin,
@@ -399,23 +370,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         return X
 
     def _rms_scale(self, X):
-        """One factor s with mean(||s x||^2) = n_features; 1.0 for all-zero data.
-
-        At most 2^(maxexp - 2) of the dtype (2^1022 for float64), so that ``s`` and ``s X``
-        stay finite: data of subnormal size is scaled up that far only (it then thresholds to
-        zero codes) instead of turning into inf and NaN.
-        """
-        if self.scaling is None:
-            return 1.0
-        m = float(np.max(np.abs(X)))
-        if m == 0.0:
-            return 1.0
-        Z = X / X.dtype.type(m) if X.dtype == np.float32 else X / m
-        ms = float(np.mean(np.square(Z, dtype=np.float64)))
-        limit = 2.0 ** (np.finfo(X.dtype).maxexp - 2)
-        with np.errstate(over="ignore"):
-            s = np.sqrt(1.0 / ms) / m
-        return float(min(s, limit))
+        """:func:`ntnumba._driver.rms_scale` of the array ``X`` under ``self.scaling``."""
+        return _driver.rms_scale(MemoryBlocks(X), self.scaling)
 
     def _scaled(self, X, scale):
         if scale == 1.0:
@@ -440,18 +396,22 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             Stream ``X`` in blocks of ``chunk_size`` rows: at most one block of ``X``, ``A X``
             and the representations is in memory (the representations are kept in temporary
             files between the passes of an iteration). ``X`` may then be a ``numpy.memmap``
-            or any object with ``shape``, ``dtype`` and row slicing. For ``assign="objective"``
-            and ``"paper"`` the result equals the in-memory fit up to rounding when the
-            initialisation is the same (``n_samples <= 2000``, the size of the
-            initialisation sample, or ``init="random"``); ``assign="graph"`` partitions the
-            first 2000 samples and labels the others by the k-NN vote of :meth:`predict`. See
-            ``docs/scaling.md``.
+            or any object with ``shape``, ``dtype`` and row slicing. The iteration is the
+            in-memory one (the same driver, ``warm_start`` included). The initialisation (and
+            the graph partition of ``assign="graph"``) runs on a reference sample of
+            ``min(n_samples, 20000)`` rows drawn at random (seeded by ``random_state``; all
+            rows when there are not more, and then the result equals the in-memory fit up to
+            rounding); the other rows are labelled by the k-NN vote of :meth:`predict`.
+            Results do not depend on the order of the rows. See ``docs/scaling.md``.
 
         Returns
         -------
         self : NTClustering
-            The fitted estimator. If the fit is interrupted (KeyboardInterrupt), the estimator
-            keeps the last complete iteration and the interrupt is raised again.
+            The fitted estimator. If the fit is interrupted (KeyboardInterrupt) during the
+            iterations, the estimator keeps the last complete iteration (with a
+            RuntimeWarning) and the interrupt is raised again. A refit that raises otherwise
+            (bad input, MemoryError, an interrupt before the first iteration) leaves the
+            previous fitted state exactly as it was.
 
         Examples
         --------
@@ -463,68 +423,83 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         10
         """
         if chunk_size is not None:
-            from . import _stream
-            return _stream.chunked_fit(self, X, chunk_size, callback=callback)
-        X = self._check_X(X, reset=not (self.warm_start and hasattr(self, "_state")))
-        n, N = X.shape
-        p = self._params(N)
-        if n < p.n_clusters:
-            raise ValueError(f"X: n_samples={n} should be >= n_clusters={p.n_clusters}")
+            src = LocalBackend(X, chunk_size)
+            try:
+                return self._fit_source(src, callback)
+            finally:
+                src.close()
         warm = self.warm_start and hasattr(self, "_state")
-        self.scale_ = self.scale_ if warm else self._rms_scale(X)
-        X = self._scaled(X, self.scale_)
+        checked = self if warm else clone(self)  # validation sets no attribute of self
+        X = checked._check_X(X, reset=not warm)
+        return self._fit_source(MemoryBlocks(X), callback, checked)
+
+    def _fit_source(self, src, callback, checked=None):
+        """Fit over a row-block source (:mod:`ntnumba._stream`, :mod:`ntnumba.dask`).
+
+        Transactional: the fitted state is assembled aside and assigned at once at the end, so
+        a fit that raises (bad input, MemoryError, an interrupt before the first complete
+        iteration) leaves the previous fitted state exactly as it was. An interrupt during the
+        iterations keeps the last complete iterate, warns and re-raises.
+        """
+        if not isinstance(self.warm_start, (bool, np.bool_)):
+            raise TypeError(f"warm_start: expected a bool, got {self.warm_start!r}")
+        warm = self.warm_start and hasattr(self, "_state")
+        p = self._params(src.N)
+        if src.n < p.n_clusters:
+            raise ValueError(f"X: n_samples={src.n} should be >= n_clusters={p.n_clusters}")
+        if warm and src.N != self.n_features_in_:
+            raise ValueError(f"X: has {src.N} features, but the fitted model (warm_start=True) "
+                             f"has {self.n_features_in_}")
+        seeds = check_random_state(self.random_state).randint(_INT32_MAX, size=self.n_init)
+        seed = check_random_state(self.random_state).randint(_INT32_MAX)
         # every BLAS call of the fit (X A^T, the graph) under the fit's BLAS thread policy
         with _numba_threads(self.n_jobs), _driver.blas_context():
+            src.set_scale(self.scale_ if warm else _driver.rms_scale(src, self.scaling))
+            w = None
             if warm:
-                state = self._state
-                rng = check_random_state(None)
-                rng.set_state(self._rng_state)
-                state = _driver.run(X, state, p, rng, verbose=self.verbose, callback=callback)
-                best, best_rng = state, rng
-            else:
-                best, best_rng = None, None
-                seeds = check_random_state(self.random_state).randint(
-                    np.iinfo(np.int32).max, size=self.n_init)
-                for s in seeds:
-                    rng = np.random.RandomState(s)
-                    state = _driver.initialise(X, p, rng, verbose=self.verbose)
-                    first = _FirstLabels(state.labels, callback)
-                    state = _driver.run(X, state, p, rng, verbose=self.verbose,
-                                        callback=first)
-                    state.initial_labels = first.labels
-                    if not state.objective_history:
-                        if best is None:
-                            best, best_rng = state, rng
-                        if state.interrupted:
-                            break
-                        continue
-                    if best is None or not best.objective_history or (
-                            state.objective_history[-1] < best.objective_history[-1]):
-                        best, best_rng = state, rng
-                    if state.interrupted:
-                        break
-            self._finalise(X, best, best_rng, p)
-        if best.interrupted:
-            warnings.warn(f"fit interrupted: keeping iteration {best.n_iter}", RuntimeWarning)
+                w = (self._state, np.random.RandomState())
+                w[1].set_state(self._rng_state)
+            state, rng, ctx = _driver.fit(src, p, seeds=seeds, seed=seed, warm=w,
+                                          verbose=self.verbose, callback=callback)
+            attrs = self._with_training_scores(
+                src, _driver.fitted_attributes(ctx, state, rng, p, seed))
+        if warm and hasattr(self, "initial_labels_"):  # a continued fit keeps its start
+            attrs.setdefault("initial_labels_", self.initial_labels_)
+        self._set_fitted(attrs, checked, src)
+        if state.interrupted:
+            warnings.warn(f"fit interrupted: keeping iteration {state.n_iter}", RuntimeWarning)
             raise KeyboardInterrupt
         return self
+
+    def _set_fitted(self, attrs, checked=None, src=None):
+        """Replace the fitted state by ``attrs`` (and the input checks' attributes of
+        ``checked``, e.g. ``feature_names_in_``) in one step."""
+        if checked is not None:
+            for k in ("n_features_in_", "feature_names_in_"):
+                if hasattr(checked, k):
+                    attrs.setdefault(k, getattr(checked, k))
+        stale = [k for k in vars(self) if k not in attrs and (k in _FITTED_PRIVATE or (
+            k.endswith("_") and not k.startswith("__")))]
+        for k in stale:
+            delattr(self, k)
+        vars(self).update(attrs)
 
     def partial_fit(self, X, y=None, *, forget=1.0):
         """Update the model with one chunk of a stream (one pass of the three stages).
 
-        The first call initialises from the chunk (as ``fit``, with ``init`` on its first 2000
-        samples; a model fitted by ``fit`` is continued instead). Every call: Stage 1 on the
-        chunk with the current ``A``, ``tau``, ``nu``; the chunk's Stage-2 sums (per-cluster
-        sums of ``A x``, ``y^2``, weighted ``y+``/``y-``) and Stage-3 sums (``X^T X``,
-        ``Ybar^T X``) are added to the running sums after multiplying those by ``forget``;
-        ``tau`` and ``A`` are the updates of ``fit`` on the running sums, ``nu`` takes the MM
-        steps of ``fit`` with its quadratic part from the running sums and its ratio term
-        (one denominator per sample) from the chunk's members, reweighted to the running
-        count. With ``assign="graph"`` the graph partition of the first chunk (at most 2000
-        samples) is the reference set: later chunks are labelled by the k-NN vote of
-        :meth:`predict`, and ``labels_`` are the reference labels. Otherwise ``labels_`` are
-        the labels of the last chunk with the updated parameters (as scikit-learn's
-        ``MiniBatchKMeans``). See ``docs/scaling.md``.
+        The first call initialises from the chunk (as ``fit``; a model fitted by ``fit`` is
+        continued instead). Every call is one iteration of ``fit`` on the chunk with the
+        Stage-2/3 sums replaced by running sums: Stage 1 on the chunk with the current ``A``,
+        ``tau``, ``nu``; the chunk's Stage-2 sums (per-cluster sums of ``A x``, ``y^2``,
+        weighted ``y+``/``y-``) and Stage-3 sums (``X^T X``, ``Ybar^T X``) are added to the
+        running sums after multiplying those by ``forget``; ``tau`` and ``A`` are the updates
+        of ``fit`` on the running sums, ``nu`` takes the MM steps of ``fit`` with its
+        quadratic part from the running sums and its ratio term (one denominator per sample)
+        from the chunk's members, reweighted to the running count. ``labels_`` are the
+        labels of the last chunk with the updated parameters (as scikit-learn's
+        ``MiniBatchKMeans``). With ``assign="graph"`` the graph partition of the first chunk
+        is the reference set: later chunks are labelled by the k-NN vote of :meth:`predict`.
+        A call that raises leaves the model as it was. See ``docs/scaling.md``.
 
         Parameters
         ----------
@@ -558,61 +533,104 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         >>> model.n_iter_, model.predict(X).shape
         (4, (100,))
         """
-        from . import _stream
-        return _stream.partial_fit(self, X, forget=forget)
-
-    def _finalise(self, X, state, rng, p):
-        self._state = state
-        self._rng_state = rng.get_state()
-        N = X.shape[1]
-        A = state.A if state.A is not None else np.eye(N, dtype=X.dtype)
-        self.components_ = A
-        self.dissimilarity_ = state.tau
-        self.similarity_ = state.nu
-        self.objective_history_ = np.asarray(state.objective_history, dtype=np.float64)
-        self.n_iter_ = state.n_iter
-        self._p = p
-        initial = getattr(state, "initial_labels", None)  # None: a warm start keeps its own
-        if initial is not None:
-            self.initial_labels_ = np.asarray(initial, dtype=np.int64).copy()
-        if p.rule == "graph":
-            self._fit_graph(X)
+        forget = check_scalar(forget, "forget", low=0.0, low_inclusive=False, high=1.0)
+        stream = getattr(self, "_stream_", None)
+        # a stream continues only from the state its last call left (a fit() in between
+        # continues that fit with fresh running sums)
+        cont = stream is not None and stream.get("state") is getattr(self, "_state", None)
+        from_fit = not cont and hasattr(self, "_state")
+        checked = self if (cont or from_fit) else clone(self)
+        X = checked._check_X(X, reset=checked is not self)
+        p = self._params(X.shape[1])
+        src = MemoryBlocks(X)
+        seed = check_random_state(self.random_state).randint(_INT32_MAX)
+        state = None
+        if cont or from_fit:
+            state, rng = self._state, np.random.RandomState()
+            rng.set_state(self._rng_state)
+            if from_fit:
+                stream = {"theta": None, "transform": None, "scale": self.scale_,
+                          "ref": (self._fit_X, self._fit_ref_labels()) if p.rule == "graph"
+                          else None}
+        elif X.shape[0] < p.n_clusters:
+            raise ValueError(f"X: the first chunk has n_samples={X.shape[0]}, should be >= "
+                             f"n_clusters={p.n_clusters}")
         else:
-            labels, sim, _, _ = self._stage1(X, scaled=True)
-            self.labels_ = labels
-            self.similarity_labels_ = sim
-        # the training samples are the reference set of the graph rule: row i is row i
-        with _driver.blas_context():
-            set_training_scores(self, self.labels_,
-                                *self._soft_scores(X, match=np.arange(X.shape[0])))
+            rng = np.random.RandomState(check_random_state(self.random_state).randint(_INT32_MAX))
+            stream = {"theta": None, "transform": None, "ref": None,
+                      "scale": _driver.rms_scale(src, self.scaling)}
+        with _numba_threads(self.n_jobs), _driver.blas_context():
+            src.set_scale(stream["scale"])
+            attrs, stream = _driver.partial(src, state, rng, p, stream, forget, seed,
+                                            verbose=self.verbose)
+            attrs = self._with_training_scores(src, attrs, stream["ref"][0] is src.X
+                                               if stream["ref"] is not None else False)
+        stream["state"] = attrs["_state"]
+        attrs["_stream_"] = stream
+        self._set_fitted(attrs, checked)
+        return self
 
-    def _fit_graph(self, X):
-        """``assign="graph"``: the graph's partition, and the reference set for new samples."""
-        p = self._p
-        state = self._state
-        Q = _driver.compute_Q(X, state.A, p.learn_transform)
-        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
-        if state.graph is not None and state.labels is not None:
-            labels, r = state.labels, int(state.graph["n_shared"])
-            self.graph_cut_ = float(state.graph["graph_cut"])
-        else:  # no iteration ran (e.g. interrupted before the first one)
-            labels, info = _graph.graph_partition(Q, p.n_clusters, lambda1=p.lambda1,
-                                                  n_neighbors=p.n_neighbors,
-                                                  n_shared=p.n_shared, random_state=seed,
-                                                  verbose=self.verbose)
-            r = int(info["n_shared"])
-            self.graph_cut_ = float(info["ncut"][r])
-        sim, _, cost = _graph.restricted_stage1(Q, self.dissimilarity_, self.similarity_,
-                                                labels, p.lambda0, p.lambda1, p.lambda_a)
-        self.labels_ = np.asarray(labels, dtype=np.int64)
-        self.similarity_labels_ = sim
-        self.n_shared_ = r
-        # shared directions of the final map's representations (the A the codes of predict
-        # use): the leading directions of the within-cluster scatter, see shared_directions
-        self.shared_mean_, self.shared_components_ = _graph.shared_directions(
-            Q, r, labels=labels, random_state=seed)
-        # the reference set of the out-of-sample rule: the training samples (scaled)
-        self._fit_X = X
+    def _fit_ref_labels(self):
+        """Labels of the graph rule's reference set ``_fit_X`` (the votes of ``predict``)."""
+        if hasattr(self, "_fit_labels"):
+            return self._fit_labels
+        return np.asarray(self.labels_)[:self._fit_X.shape[0]]  # a model file (reference first)
+
+    def _ref_rows(self):
+        """Training rows of the graph rule's reference set ``_fit_X`` (None: all, in order)."""
+        state = getattr(self, "_state", None)
+        return None if state is None or not state.graph else state.graph.get("ref_rows")
+
+    def _ref_values(self, a):
+        """The entries of a per-training-sample array that belong to the reference set."""
+        rows = self._ref_rows()
+        a = np.asarray(a)
+        return a[:self._fit_X.shape[0]] if rows is None else a[rows]
+
+    def _with_training_scores(self, src, attrs, ref_in_src=True):
+        """``attrs`` with the soft scores of the training rows (``outlier_scores_``,
+        ``probabilities_``, ``reject_threshold_``: :func:`set_training_scores`) from one pass
+        over the source ``src``; the graph rule's reference rows (``ref_in_src``: its
+        reference set is rows of ``src``) get their leave-one-out scores."""
+        tmp = NTClustering(**self.get_params())
+        NTClustering._set_fitted(tmp, dict(attrs))
+        match = None
+        if attrs["_p"].rule == "graph" and ref_in_src:
+            rows = tmp._ref_rows()
+            n_ref = attrs["_fit_X"].shape[0]
+            if rows is None:
+                match = np.arange(src.n)
+            else:
+                match = np.full(src.n, -1, dtype=np.int64)
+                match[rows] = np.arange(n_ref)
+        args = [(None if match is None else match[s:e],) for s, e in src.bounds]
+        with _driver.blas_context():
+            res = src.map(_pass_soft_scores, args, (tmp,))
+            set_training_scores(tmp, attrs["labels_"], np.concatenate([r[0] for r in res]),
+                                np.concatenate([r[1] for r in res]))
+            if attrs["_p"].rule == "graph" and not ref_in_src:  # partial_fit, later chunks
+                ref = attrs["_fit_X"]
+                tmp.reject_threshold_ = float(np.max(
+                    tmp._soft_scores(ref, match=np.arange(ref.shape[0]))[0]))
+        for k in ("outlier_scores_", "probabilities_", "reject_threshold_"):
+            attrs[k] = getattr(tmp, k)
+        return attrs
+
+    def _portable(self):
+        """``self``, or when the graph rule's reference set is a sample of the training rows
+        (chunked and Dask fits of more than ``REFERENCE_SIZE`` rows) a shallow copy whose
+        ``labels_`` and ``similarity_labels_`` are those of the reference set, aligned with
+        ``_fit_X`` as a model file and ``predict`` expect them."""
+        rows = (getattr(self, "_state", None) and self._state.graph or {}).get("ref_rows")
+        if rows is None:
+            return self
+        import copy
+        loc = copy.copy(self)
+        loc.labels_ = self._fit_labels
+        for k in ("similarity_labels_", "outlier_scores_", "probabilities_"):
+            if hasattr(self, k):
+                setattr(loc, k, np.asarray(getattr(self, k))[rows])
+        return loc
 
     def _graph_codes(self, Q):
         """NT representations of the graph rule: shared directions removed, soft threshold."""
@@ -663,12 +681,15 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         Qref = _driver.compute_Q(ref, self._state.A, p.learn_transform)
         match = _row_matches(X, ref) if match is None else np.asarray(match, dtype=np.int64)
         hit = match >= 0
+        labels_ref = self._fit_ref_labels()
         labels, score, shares = _graph.knn_vote(
-            self._graph_codes(Q), self._graph_codes(Qref), self.labels_, p.n_clusters,
+            self._graph_codes(Q), self._graph_codes(Qref), labels_ref, p.n_clusters,
             p.n_neighbors, exclude=match if hit.any() else None, return_votes=True)
-        labels[hit] = self.labels_[match[hit]]
-        if hasattr(self, "outlier_scores_") and self.outlier_scores_.shape[0] >= ref.shape[0]:
-            score[hit] = self.outlier_scores_[match[hit]]
+        labels[hit] = labels_ref[match[hit]]
+        if hasattr(self, "outlier_scores_"):
+            ref_scores = self._ref_values(self.outlier_scores_)
+            if ref_scores.shape[0] >= ref.shape[0]:
+                score[hit] = ref_scores[match[hit]]
         return labels, score, shares
 
     def _soft_scores(self, X, match=None):
@@ -873,7 +894,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         (True, True)
         """
         from ._persistence import save_model
-        return save_model(self, path)
+        return save_model(self._portable(), path)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -853,21 +853,43 @@ def _update_taus(stats, tau, nu, lambda0, lambda_a, lambda_e, safeguard=False):
     return out, Told + const, Tnew + const, choice
 
 
-class _NuProblem:
-    """N_c2(z) without its constant, for the members ``rows`` of one nu (see module docs)."""
+class MemberRows:
+    """The passes of the nu step over the members ``rows`` of one nu, ``Y`` in memory.
 
-    def __init__(self, Y, rows, alpha, Pn, m, tau, nu, c2, lambda_a, lambda_e):
-        self.Y, self.rows, self.alpha, self.Pn = Y, rows, alpha, Pn
+    The three row kernels of the nu step: ``rho`` (rho of the members' ``y_i`` with rows of
+    ``Z``), ``rho2`` (with two vectors in one pass) and ``colsum`` (the weighted signed column
+    sums of the majoriser). The driver gives the same interface over row blocks."""
+
+    def __init__(self, Y, rows):
+        self.Y, self.rows = Y, rows
+        self._k = _rows_kernels(rows.shape[0], Y.shape[1])
+
+    def rho(self, Z, zidx, out):
+        self._k[0](self.Y, self.rows, Z, zidx, out)
+
+    def rho2(self, z1, z2, out1, out2):
+        self._k[1](self.Y, self.rows, z1, z2, out1, out2)
+
+    def colsum(self, w, pos, neg):
+        self._k[2](self.Y, self.rows, w, pos, neg)
+
+
+class _NuProblem:
+    """N_c2(z) without its constant, for the members of one nu (see module docs); ``members``
+    gives the passes over their ``y_i`` (:class:`MemberRows` or the driver's row blocks)."""
+
+    def __init__(self, members, alpha, Pn, m, tau, nu, c2, lambda_a, lambda_e):
+        self.members, self.alpha, self.Pn = members, alpha, Pn
+        self.n_rows = alpha.shape[0]
         self.kq = lambda_a * m
         self.tau, self.nu, self.c2, self.lambda_e = tau, nu, c2, lambda_e
-        self.zidx = np.zeros(rows.shape[0], dtype=np.int64)
+        self.zidx = np.zeros(self.n_rows, dtype=np.int64)
         self.keep_positive = None   # set by start(), or from nu_c2 on the first value()
-        self.rho_rows, self.rho_rows2, self.colsum = _rows_kernels(rows.shape[0], Y.shape[1])
 
     def start(self, z):
         """value(z) at the starting point; fixes the members whose denominator must stay > 0."""
-        rr = np.empty(self.rows.shape[0])
-        self.rho_rows(self.Y, self.rows, z[None, :], self.zidx, rr)
+        rr = np.empty(self.n_rows)
+        self.members.rho(z[None, :], self.zidx, rr)
         self.keep_positive = (self.alpha > 0) & (rr > 0)
         return self._value_from(z, rr)
 
@@ -878,21 +900,21 @@ class _NuProblem:
         denominator was positive at the start (the convention "no ratio term" would otherwise
         reward making rho(y_i, nu) exactly 0).
         """
-        rr = np.empty(self.rows.shape[0])
-        self.rho_rows(self.Y, self.rows, z[None, :], self.zidx, rr)
+        rr = np.empty(self.n_rows)
+        self.members.rho(z[None, :], self.zidx, rr)
         return self._value_from(z, rr)
 
     def value2(self, z1, z2):
         """(value(z1), value(z2)) with one pass over the members' rows."""
-        rr1 = np.empty(self.rows.shape[0])
-        rr2 = np.empty(self.rows.shape[0])
-        self.rho_rows2(self.Y, self.rows, z1, z2, rr1, rr2)
+        rr1 = np.empty(self.n_rows)
+        rr2 = np.empty(self.n_rows)
+        self.members.rho2(z1, z2, rr1, rr2)
         return self._value_from(z1, rr1), self._value_from(z2, rr2)
 
     def _value_from(self, z, rr):
         if self.keep_positive is None:
-            rr0 = np.empty(self.rows.shape[0])
-            self.rho_rows(self.Y, self.rows, self.nu[self.c2:self.c2 + 1], self.zidx, rr0)
+            rr0 = np.empty(self.n_rows)
+            self.members.rho(self.nu[self.c2:self.c2 + 1], self.zidx, rr0)
             self.keep_positive = (self.alpha > 0) & (rr0 > 0)
         if np.any(self.keep_positive & (rr <= 0)):
             return np.inf, rr, (-1, -1)
@@ -911,7 +933,7 @@ class _NuProblem:
         wk = np.divide(self.alpha, rr * rr, out=np.zeros_like(rr), where=rr > 0)
         Gp = np.empty(M)
         Gm = np.empty(M)
-        self.colsum(self.Y, self.rows, wk, Gp, Gm)
+        self.members.colsum(wk, Gp, Gm)
         k = np.full(M, self.kq)
         bp = self.Pn.copy()
         bm = -self.Pn
@@ -967,6 +989,99 @@ def _nu_steps(prob, z, n_steps):
         if decrease <= tol:
             break
     return z, v0, val, accepted
+
+
+def needs_reseed(stats):
+    """True when a tau or a nu has no member in ``stats`` (it is then re-seeded)."""
+    counts = stats["count"]
+    return bool(np.any(counts.sum(axis=1) == 0) or np.any(counts.sum(axis=0) == 0))
+
+
+class RowsInMemory:
+    """The row passes of :func:`solve_theta` with ``Q`` and ``Y`` in memory."""
+
+    def __init__(self, Q, Y):
+        self.Q, self.Y = Q, Y
+
+    def alpha(self, tau, labels):
+        """``rho(y_i, tau_j1(i))`` of every sample."""
+        out = np.empty(self.Y.shape[0])
+        _rows_kernels(*self.Y.shape)[0](self.Y, np.arange(self.Y.shape[0]), tau, labels, out)
+        return out
+
+    def members(self, rows):
+        return MemberRows(self.Y, rows)
+
+    def q_row(self, i):
+        return self.Q[i]
+
+
+def solve_theta(stats, rows, labels, slabels, tau, nu, *, lambda0, lambda_a, lambda_e,
+                reseed_key=None, n_nu_steps=5, safeguard=False, values=False):
+    """Stage 2 from its statistics: the tau block, re-seeding, then the nu steps.
+
+    The one solver of every fit (in memory, chunked, Dask, ``partial_fit``): ``stats`` are the
+    per-cluster sums of :func:`theta_statistics` (of one pass, or running sums), ``rows`` gives
+    the passes over the samples' representations that the nu steps need (``alpha``,
+    ``members``, ``q_row``: :class:`RowsInMemory`, or the driver's row blocks) and ``labels``,
+    ``slabels`` are the assignments of the samples of those passes. When the running counts
+    ``m`` of a nu exceed its members in the pass (``partial_fit``), the ratio term of those
+    members stands for that of all: their ``alpha_i`` are scaled by ``m / members``. Empty
+    parameters (no count) are re-seeded from the samples with the largest ``reseed_key``.
+    Returns float64 ``(tau_new, nu_new, details)``; see :func:`update_theta` for the method.
+    """
+    counts = stats["count"]
+    Cs = nu.shape[0]
+    order = None
+    if needs_reseed(stats):
+        order = _reseed_order(reseed_key, None) if reseed_key is not None else \
+            np.arange(labels.shape[0])
+    used = set()
+    # ---- taus given the old nus (Jacobi: each sees the old other taus)
+    tau_new, Told, Tnew, choice = _update_taus(stats, tau, nu, lambda0, lambda_a, lambda_e,
+                                               safeguard)
+    reseeded = [int(c) for c in np.flatnonzero(counts.sum(axis=1) == 0)]
+    for c in reseeded:
+        i = _next_unused(order, used)
+        tau_new[c] = rows.q_row(i) - nu[slabels[i]]
+    # ---- nus given the new taus (Jacobi: each sees the old other nus)
+    N = counts.astype(np.float64)
+    m = N.sum(axis=0)
+    Pn = lambda_a * (stats["sum_q"].sum(axis=0) - N.T @ tau_new)
+    alpha = rows.alpha(tau_new, labels)
+    alpha *= lambda0
+    nu_new = nu.copy()
+    nu_obj = np.full((Cs, 2), np.nan)
+    nu_steps = np.zeros(Cs, dtype=np.int64)
+    reseeded_nu = []
+    if values:
+        tt = np.einsum("ij,ij->i", tau_new, tau_new)
+        const_nu = 0.5 * lambda_a * (stats["sum_qq"].sum(axis=0)
+                                     - 2.0 * np.einsum("abm,am->b", stats["sum_q"], tau_new)
+                                     + N.T @ tt)
+    for c2 in range(Cs):
+        members = np.flatnonzero(slabels == c2).astype(np.int64)
+        if m[c2] == 0:
+            reseeded_nu.append(c2)
+            i = _next_unused(order, used)
+            nu_new[c2] = rows.q_row(i) - tau_new[labels[i]]
+            continue
+        if members.size == 0 or (n_nu_steps == 0 and not values):
+            continue
+        a = alpha[members]
+        if m[c2] != members.size:
+            a = a * (m[c2] / members.size)
+        prob = _NuProblem(rows.members(members), a, Pn[c2], m[c2], tau_new, nu, c2, lambda_a,
+                          lambda_e)
+        z, v0, v1, acc = _nu_steps(prob, nu[c2].copy(), n_nu_steps)
+        nu_new[c2] = z
+        if values:
+            nu_obj[c2] = (v0 + const_nu[c2], v1 + const_nu[c2])
+        nu_steps[c2] = acc
+    return tau_new, nu_new, {"reseeded": reseeded, "reseeded_nu": reseeded_nu,
+                             "tau_objective": np.column_stack([Told, Tnew]),
+                             "nu_objective": nu_obj, "tau_choice": choice,
+                             "nu_steps": nu_steps}
 
 
 def update_theta(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, lambda_a=1.0,
@@ -1093,8 +1208,7 @@ def update_theta(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, lamb
     True
     """
     Q, Y, labels, slabels, tau, nu = _prepare(Q, Y, labels, similarity_labels, tau, nu)
-    n, M = Q.shape
-    Cs = nu.shape[0]
+    n = Q.shape[0]
     lambda0 = check_scalar(lambda0, "lambda0", low=0.0)
     lambda_a = check_scalar(lambda_a, "lambda_a", low=0.0, low_inclusive=False)
     lambda_e = check_scalar(lambda_e, "lambda_e", low=0.0)
@@ -1105,58 +1219,15 @@ def update_theta(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, lamb
             raise ValueError(f"cost: expected length {n} (the rows of Q), got {cost.shape[0]}")
 
     stats = _statistics(Q, Y, labels, slabels, tau, nu, lambda0)
-    counts = stats["count"]
-    need_reseed = bool(np.any(counts.sum(axis=1) == 0) or np.any(counts.sum(axis=0) == 0))
-    obj_before = None
-    reorder = None
-    if return_info or (need_reseed and cost is None):
+    obj_before = d2 = None
+    if return_info or (cost is None and needs_reseed(stats)):
         terms = _sample_terms_of(Q, Y, tau, nu, labels, slabels)
         obj_before = _objective_from_terms(terms, tau, nu, lambda0, lambda_a, lambda_e)
-        if need_reseed:
-            reorder = _reseed_order(cost, terms[:, 0])
-    if need_reseed and reorder is None:
-        reorder = _reseed_order(cost, None)
-    used = set()
-
-    # ---- taus given the old nus (Jacobi: each sees the old other taus)
-    tau_new, Told, Tnew, choice = _update_taus(stats, tau, nu, lambda0, lambda_a, lambda_e,
-                                               safeguard)
-    reseeded = [int(c) for c in np.flatnonzero(stats["count"].sum(axis=1) == 0)]
-    for c in reseeded:
-        i = _next_unused(reorder, used)
-        tau_new[c] = Q[i] - nu[slabels[i]]
-
-    # ---- nus given the new taus (Jacobi: each sees the old other nus)
-    N = stats["count"].astype(np.float64)
-    m = N.sum(axis=0)
-    Pn = lambda_a * (stats["sum_q"].sum(axis=0) - N.T @ tau_new)
-    tt = np.einsum("ij,ij->i", tau_new, tau_new)
-    const_nu = 0.5 * lambda_a * (stats["sum_qq"].sum(axis=0)
-                                 - 2.0 * np.einsum("abm,am->b", stats["sum_q"], tau_new)
-                                 + N.T @ tt)
-    alpha = np.empty(n)
-    _rows_kernels(n, M)[0](Y, np.arange(n), tau_new, labels, alpha)
-    alpha *= lambda0
-    nu_new = nu.copy()
-    nu_obj = np.full((Cs, 2), np.nan)
-    nu_steps = np.zeros(Cs, dtype=np.int64)
-    reseeded_nu = []
-    for c2 in range(Cs):
-        rows = np.flatnonzero(slabels == c2).astype(np.int64)
-        if rows.size == 0:
-            reseeded_nu.append(c2)
-            i = _next_unused(reorder, used)
-            nu_new[c2] = Q[i] - tau_new[labels[i]]
-            continue
-        if n_nu_steps == 0 and not return_info:
-            continue
-        prob = _NuProblem(Y, rows, alpha[rows], Pn[c2], m[c2], tau_new, nu, c2, lambda_a,
-                          lambda_e)
-        z, v0, v1, acc = _nu_steps(prob, nu[c2].copy(), n_nu_steps)
-        nu_new[c2] = z
-        nu_obj[c2] = (v0 + const_nu[c2], v1 + const_nu[c2])
-        nu_steps[c2] = acc
-
+        d2 = terms[:, 0]
+    tau_new, nu_new, det = solve_theta(
+        stats, RowsInMemory(Q, Y), labels, slabels, tau, nu, lambda0=lambda0,
+        lambda_a=lambda_a, lambda_e=lambda_e, reseed_key=cost if cost is not None else d2,
+        n_nu_steps=n_nu_steps, safeguard=safeguard, values=return_info)
     tau_out = tau_new.astype(Q.dtype, copy=False)
     nu_out = nu_new.astype(Q.dtype, copy=False)
     if not return_info:
@@ -1167,11 +1238,11 @@ def update_theta(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, lamb
         "objective_before": obj_before,
         "objective_after": _objective_from_terms(terms_after, t64, n64, lambda0, lambda_a,
                                                  lambda_e),
-        "reseeded": reseeded,
-        "reseeded_nu": reseeded_nu,
-        "tau_objective": np.column_stack([Told, Tnew]),
-        "nu_objective": nu_obj,
-        "tau_choice": choice,
-        "nu_steps": nu_steps,
+        "reseeded": det["reseeded"],
+        "reseeded_nu": det["reseeded_nu"],
+        "tau_objective": det["tau_objective"],
+        "nu_objective": det["nu_objective"],
+        "tau_choice": det["tau_choice"],
+        "nu_steps": det["nu_steps"],
     }
     return tau_out, nu_out, info

@@ -12,7 +12,8 @@ passes of an iteration. Only sums travel: the Stage-2 per-cluster sums, the Stag
 ``X^T X`` and ``Ybar^T X``, the per-sample scalars of the nu step (``rho(y_i, nu)``) and the
 column sums of its majoriser. The small updates (tau, nu, A) run on the client with the code of
 the in-memory fit, so the result equals the in-memory fit up to rounding (same
-initialisation: see :func:`ntnumba._stream.fit_backend`).
+initialisation: see :data:`ntnumba._driver.REFERENCE_SIZE`). The iteration is the driver's
+(:mod:`ntnumba._driver`), the same as in memory; this module only says where the blocks live.
 
 Failures: the blocks are dask futures with their lineage; when a worker dies its blocks are
 recomputed on the others (dask's ``distributed.scheduler.allowed-failures`` retries per task).
@@ -29,8 +30,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("ntnumba.dask needs dask[array] and distributed: "
                       "python -m pip install 'ntnumba[dask]'") from exc
 
-from . import _stream
 from ._estimator import NTClustering as _NTClustering
+from ._stream import _Blocks, check_source, max_abs, read_block, sum_square
 
 __all__ = ["NTClustering", "DaskBackend"]
 
@@ -47,7 +48,7 @@ _FOLD_BATCH = 4
 def _on_worker(fn, n_threads, *args):
     """Run a block function with ``n_threads`` numba threads and one BLAS thread."""
     import numba
-    from ._transform import _blas_limit
+    from ._parallel import blas_limit as _blas_limit
     old = numba.get_num_threads()
     numba.set_num_threads(max(1, min(n_threads, numba.config.NUMBA_NUM_THREADS)))
     try:
@@ -57,8 +58,11 @@ def _on_worker(fn, n_threads, *args):
         numba.set_num_threads(old)
 
 
-def _first(r):
-    return r[0]
+def _merge(carry, r):
+    """The block's new carry: the old one updated with what the pass stored."""
+    out = {} if carry is None else dict(carry)
+    out.update(r[0])
+    return out
 
 
 def _second(r):
@@ -67,7 +71,7 @@ def _second(r):
 
 def _shifted(raw, start, stop, dtype, scale):
     try:
-        return _stream.read_block(raw, 0, stop - start, dtype, scale)
+        return read_block(raw, 0, stop - start, dtype, scale)
     except ValueError as exc:  # name the global row, not the row of the block
         msg = str(exc)
         if "first at row" in msg:
@@ -78,13 +82,11 @@ def _shifted(raw, start, stop, dtype, scale):
 
 
 def _max_abs(raw, start, stop, dtype):
-    return float(np.max(np.abs(_shifted(raw, start, stop, dtype, 1.0))))
+    return max_abs(_shifted(raw, start, stop, dtype, 1.0))
 
 
 def _sum_square(raw, start, stop, dtype, m):
-    Xk = _shifted(raw, start, stop, dtype, 1.0)
-    Z = Xk / Xk.dtype.type(m) if Xk.dtype == np.float32 else Xk / m
-    return float(np.sum(np.square(Z, dtype=np.float64)))
+    return sum_square(_shifted(raw, start, stop, dtype, 1.0), m)
 
 
 def _client(client=None):
@@ -99,7 +101,7 @@ def _client(client=None):
 
 def _as_dask(X, name="X"):
     if not isinstance(X, da.Array):
-        X, n, N, _ = _stream.check_source(X)
+        X, n, N, _ = check_source(X)
         X = da.from_array(X, chunks=(min(n, 10_000), N))
     if X.ndim != 2:
         raise ValueError(f"{name}: expected a 2-D array, got shape {X.shape}")
@@ -108,12 +110,13 @@ def _as_dask(X, name="X"):
     return X.rechunk({1: -1})
 
 
-class DaskBackend:
+class DaskBackend(_Blocks):
     """Row blocks of a dask array held as futures on a ``dask.distributed`` cluster.
 
-    Implements the backend interface of :func:`ntnumba._stream.fit_backend`: ``map(fn, ...)``
-    submits ``fn(Xk, Yk, *block_args, *common)`` for every block on the worker holding it and
-    gathers the (small) results; with ``store_y`` the block's new ``Y`` stays on the worker.
+    A row-block source of the driver (:mod:`ntnumba._stream`): ``map(fn, ...)`` submits
+    ``fn(X_b, carry_b, *block_args, *common)`` for every block on the worker holding it and
+    gathers the (small) results; with ``store`` what the pass stores (the block's ``Y``) stays
+    on the worker. ``_gather`` is the one place results come back from the cluster.
 
     Parameters
     ----------
@@ -135,12 +138,12 @@ class DaskBackend:
 
     def __init__(self, client, X):
         X = _as_dask(X)
-        _, self.n, self.N, self.dtype = _stream.check_source(X)
+        _, self.n, self.N, self.dtype = check_source(X)
         self.X = X
         self.client = client
         starts = np.cumsum((0,) + X.chunks[0])
         self.bounds = [(int(s), int(e)) for s, e in zip(starts[:-1], starts[1:])]
-        self.scale = None
+        self.scale = 1.0
         self._raw = None
         self._xf = None
         self._yf = [None] * len(self.bounds)
@@ -186,17 +189,13 @@ class DaskBackend:
             self._raw = None   # the scaled blocks keep the lineage
         return self._xf
 
-    def head(self, m):
-        xf = self._blocks()
-        out, have = [], 0
-        for f, (s, e) in zip(xf, self.bounds):
-            if have >= m:
-                break
-            out.append(f)
-            have += e - s
-        return np.concatenate(self._gather(out))[:m]
+    def set_scale(self, scale):
+        self.scale = scale
 
-    def map(self, fn, block_args=None, common=(), *, use_x=True, use_y=False, store_y=False,
+    def reset(self):
+        self._yf = [None] * len(self.bounds)
+
+    def map(self, fn, block_args=None, common=(), *, use_x=True, use_carry=False, store=False,
             blocks=None, combine=None):
         xf = self._blocks()
         common = tuple(self.client.scatter(c, broadcast=True, hash=False)
@@ -206,9 +205,10 @@ class DaskBackend:
         for b in range(len(self.bounds)) if blocks is None else blocks:
             args = () if block_args is None else tuple(block_args[b])
             f = self.client.submit(_on_worker, fn, self.n_threads, xf[b] if use_x else None,
-                                   self._yf[b] if use_y else None, *args, *common, pure=False)
-            if store_y:
-                self._yf[b] = self.client.submit(_first, f, pure=False)
+                                   self._yf[b] if use_carry else None, *args, *common,
+                                   pure=False)
+            if store:
+                self._yf[b] = self.client.submit(_merge, self._yf[b], f, pure=False)
                 f = self.client.submit(_second, f, pure=False)
             results.append(f)
         if combine is None:
@@ -250,11 +250,12 @@ class NTClustering(_NTClustering):
     Same parameters, algorithm and defaults as :class:`ntnumba.NTClustering` (see there). The
     fit runs on the active ``distributed.Client`` (or ``fit(X, client=...)``): Stage 1 on each
     block of rows where it lives, the Stage-2/3 sums reduced across blocks, the small updates on
-    the client. The initialisation uses the first 2000 samples; for ``n_samples <= 2000`` (or
-    ``init="random"`` with ``assign="objective"``/``"paper"``) the result equals the in-memory
-    fit up to rounding. With ``assign="graph"`` the graph partition is computed on the first
-    2000 samples and the others are labelled by the k-NN vote of ``predict`` (a dense graph
-    over all samples does not distribute).
+    the client, by the same driver as the in-memory fit (``warm_start`` included). The
+    initialisation uses a reference sample of ``min(n_samples, 20000)`` rows drawn at random
+    (seeded by ``random_state``; all rows when there are not more): for ``n_samples <= 20000``
+    the result equals the in-memory fit up to rounding. With ``assign="graph"`` the graph
+    partition is computed on the reference sample and the other rows are labelled by the k-NN
+    vote of ``predict``. See ``docs/scaling.md``.
 
     Attributes
     ----------
@@ -310,21 +311,23 @@ class NTClustering(_NTClustering):
         2
         """
         be = DaskBackend(_client(client), X)
-        saved = dict(vars(self))
         try:
-            _stream.fit_backend(self, be, callback=callback)
-        except BaseException:
-            vars(self).clear()
-            vars(self).update(saved)   # the previous fitted state, unchanged
-            raise
+            return self._fit_source(be, callback)
         finally:
             be.close()
-        labels = self.labels_
-        self._local_ = self._make_local(labels)
-        chunks = (be.X.chunks[0],)
-        self.labels_ = da.from_array(labels, chunks=chunks)
-        self.similarity_labels_ = da.from_array(self.similarity_labels_, chunks=chunks)
-        return self
+
+    def _set_fitted(self, attrs, checked=None, src=None):
+        """The fitted state, with a plain local model for predictions and ``labels_`` as dask
+        arrays chunked like the rows of ``X``."""
+        loc = _NTClustering(**self.get_params())
+        _NTClustering._set_fitted(loc, dict(attrs))
+        attrs["_local_"] = loc._portable()
+        if src is not None:
+            chunks = (src.X.chunks[0],)
+            attrs["labels_"] = da.from_array(attrs["labels_"], chunks=chunks)
+            attrs["similarity_labels_"] = da.from_array(attrs["similarity_labels_"],
+                                                        chunks=chunks)
+        super()._set_fitted(attrs, checked)
 
     def partial_fit(self, X, y=None, *, forget=1.0):
         """Not distributed: use :meth:`ntnumba.NTClustering.partial_fit` on the client.
@@ -352,21 +355,6 @@ class NTClustering(_NTClustering):
             "ntnumba.dask.NTClustering.partial_fit: a stream of chunks is processed on the "
             "client; use ntnumba.NTClustering.partial_fit (e.g. on chunk.compute())")
 
-    def _make_local(self, labels):
-        """A plain fitted :class:`ntnumba.NTClustering` (NumPy attributes) for predictions."""
-        loc = _NTClustering(**self.get_params())
-        for k, v in vars(self).items():
-            if k.endswith("_") and not k.startswith("_") and k not in ("labels_",
-                                                                       "similarity_labels_"):
-                setattr(loc, k, v)
-        for k in ("_state", "_rng_state", "_p", "_fit_X"):
-            if hasattr(self, k):
-                setattr(loc, k, getattr(self, k))
-        # predict() of the graph rule votes with labels_[:len(_fit_X)] (the reference set)
-        loc.labels_ = np.asarray(labels[:_stream.REFERENCE_SIZE])
-        loc.similarity_labels_ = np.asarray(self.similarity_labels_[:_stream.REFERENCE_SIZE])
-        return loc
-
     def _local(self):
         if not hasattr(self, "_local_"):
             from sklearn.exceptions import NotFittedError
@@ -377,8 +365,8 @@ class NTClustering(_NTClustering):
     def to_local(self):
         """The fitted model as a plain :class:`ntnumba.NTClustering` (e.g. to ``save`` it).
 
-        ``labels_`` of the result are the labels of the first 2000 training samples (the
-        reference set of the graph rule).
+        With ``assign="graph"`` and more than 20000 training rows, ``labels_`` of the result
+        are the labels of the reference sample (the rows ``predict`` votes with).
 
         Returns
         -------

@@ -98,3 +98,36 @@ def test_dask_bad_input(client):
         DaskNT(3, n_components=24, assign="objective").fit(da.from_array(X, chunks=(30, 10)))
     with pytest.raises(ValueError, match="X: expected a 2-D"):
         DaskNT(3).fit(da.zeros((4, 3, 2)))
+
+
+def _dask_same(a, b):
+    loc = b.to_local()
+    loc.labels_ = b.labels_.compute()
+    loc.similarity_labels_ = b.similarity_labels_.compute()
+    _assert_same_fit(a, loc)
+
+
+def test_dask_warm_start_and_progress(client, capsys):
+    """A Dask fit split in two equals one in-memory fit; progress lines carry an ETA."""
+    from ntnumba.dask import NTClustering as DaskNT
+    X, _ = _blobs()
+    kw = dict(n_components=24, assign="objective", init="k-means++", random_state=0, tol=0.0)
+    one = NTClustering(3, max_iter=3, **kw).fit(X)
+    part = DaskNT(3, max_iter=1, warm_start=True, verbose=1, **kw)
+    part.fit(da.from_array(X, chunks=(30, 10)))
+    part.set_params(max_iter=3).fit(da.from_array(X, chunks=(30, 10)))
+    _dask_same(one, part)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all("objective" in e and " eta " in e for e in err), err
+
+
+def test_dask_subnormal_data(client):
+    from ntnumba.dask import NTClustering as DaskNT
+    X, _ = _blobs()
+    X = X * 1e-310
+    kw = dict(n_components=24, assign="objective", init="k-means++", random_state=0,
+              max_iter=1)
+    a = NTClustering(3, **kw).fit(X)
+    b = DaskNT(3, **kw).fit(da.from_array(X, chunks=(30, 10)))
+    assert np.isfinite(b.scale_) and b.scale_ == a.scale_
+    _dask_same(a, b)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import naive_theta as nt
-from ntnumba._theta import (TAU_DATA, TAU_KEPT, _cubic_root, _NuProblem, prior_up,
+from ntnumba._theta import (TAU_DATA, TAU_KEPT, MemberRows, _cubic_root, _NuProblem, prior_up,
                             theta_objective, theta_statistics, update_theta)
 
 PAPER = dict(lambda0=0.03, lambda_a=1.0, lambda_e=0.001)
@@ -225,7 +225,8 @@ def _nu_problem(Q, Y, lab, sim, tau, nu, c2, lambda0, lambda_a, lambda_e):
     rows = np.flatnonzero(sim == c2).astype(np.int64)
     alpha = np.array([lambda0 * nt.rho(Y[i], tau[lab[i]]) for i in rows])
     Pn = lambda_a * np.sum(Q[rows] - tau[lab[rows]], axis=0)
-    return _NuProblem(Y, rows, alpha, Pn, float(rows.size), tau, nu, c2, lambda_a, lambda_e)
+    return _NuProblem(MemberRows(Y, rows), alpha, Pn, float(rows.size), tau, nu, c2, lambda_a,
+                      lambda_e)
 
 
 def test_nu_mm_candidate_alone_never_increases():

@@ -1,0 +1,194 @@
+"""Per-block passes of the alternating algorithm: plain module-level functions.
+
+Every pass has the signature ``fn(X_b, carry_b, *block_args, *common)`` of
+:mod:`ntnumba._stream` (``X_b`` the scaled rows of one block, ``carry_b`` what earlier passes
+stored for it: ``Y`` of the iteration, ``Q`` of the current ``A`` in memory) and returns small
+results (per-sample labels and costs, sums over the block's samples), so that the driver can
+run them on all of ``X`` in memory, on blocks read from disk, or on dask workers (module-level
+functions ship by reference). The stages' equations live in their own modules (``_stage1``,
+``_theta``, ``_transform``, ``_graph``); the passes only call them.
+"""
+import numpy as np
+
+from . import _graph
+from ._parallel import matmul as _matmul
+from ._stage1 import assign, trusted_inputs
+from ._theta import _rows_kernels, _statistics, data_terms, theta_objective
+from ._transform import assignment_statistics
+
+
+def compute_Q(X, A, learn_transform):
+    """Q = X A^T in the dtype of X (A = I: Q is X itself, no copy)."""
+    if not learn_transform and A is None:
+        return X
+    return _matmul(X, A.T.astype(X.dtype, copy=False))
+
+
+def best_scores(scores):
+    """Per-sample smallest score over the candidates (``scores`` of shape (n, ...))."""
+    scores = np.asarray(scores, dtype=np.float64)
+    return scores.reshape(scores.shape[0], -1).min(axis=1)
+
+
+def tukey_fence(values):
+    """Tukey's far-out fence ``Q3 + 3 (Q3 - Q1)`` of the finite values, on a log scale.
+
+    Scores are costs (positive, right-skewed): with all finite values > 0 the fence is taken on
+    ``log(score)``, i.e. ``Q3 (Q3 / Q1)^3``; otherwise on the values themselves. inf if there is
+    no finite value.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return float("inf")
+    if np.all(v > 0):
+        q1, q3 = np.percentile(np.log(v), [25.0, 75.0])
+        return float(np.exp(q3 + 3.0 * (q3 - q1)))
+    q1, q3 = np.percentile(v, [25.0, 75.0])
+    return float(q3 + 3.0 * (q3 - q1))
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 1: one function per learning rule, ``(Q, tau, nu, p, labels) -> (labels, sim, Y,
+# scores, cost)``; ``labels`` are the clusters fixed by the rule (graph) or None
+# ---------------------------------------------------------------------------------------------
+def _stage1_assign(Q, tau, nu, p, labels):
+    """The ``objective`` and ``paper`` rules: every candidate; only winners matter (pruned)."""
+    labels, sim, Y, scores, det = assign(Q, tau, nu, p.lambda0, p.lambda1, rule=p.rule,
+                                         lambda_a=p.lambda_a, return_details=True, prune=True)
+    return labels, sim, Y, scores, det["cost"]
+
+
+def _stage1_graph(Q, tau, nu, p, labels):
+    """The ``graph`` rule: the cluster is fixed, the best candidate of that cluster."""
+    labels = np.asarray(labels, dtype=np.int64)
+    sim, Y, cost = _graph.restricted_stage1(Q, tau, nu, labels, p.lambda0, p.lambda1,
+                                            p.lambda_a)
+    return labels, sim, Y, None, cost
+
+
+STAGE1 = {"objective": _stage1_assign, "paper": _stage1_assign, "graph": _stage1_graph}
+
+
+def stage1(Q, tau, nu, p, labels=None):
+    """Stage 1 under the rule ``p.rule`` (:data:`STAGE1`)."""
+    return STAGE1[p.rule](Q, tau, nu, p, labels)
+
+
+# ---------------------------------------------------------------------------------------------
+# passes of one iteration
+# ---------------------------------------------------------------------------------------------
+def _q_of(Xk, carry, A, p):
+    Q = None if carry is None else carry.get("Q")
+    return compute_Q(Xk, A, p.learn_transform) if Q is None else Q
+
+
+def pass_stage1(Xk, carry, labels_k, A, tau, nu, p):
+    """Stage 1 of a block and its Stage-2 sums; stores ``Y`` (and drops ``Q``)."""
+    Q = _q_of(Xk, carry, A, p)
+    with trusted_inputs():  # Q comes from X and A, checked: no NaN scans of n x M inputs
+        lab, sim, Y, _, cost = stage1(Q, tau, nu, p, labels_k)
+        st = _statistics(Q, np.ascontiguousarray(Y, dtype=Q.dtype), lab, sim,
+                         np.asarray(tau, dtype=np.float64), np.asarray(nu, dtype=np.float64),
+                         p.lambda0)
+    return {"Y": Y, "Q": None}, ([lab], [sim], [cost], st)
+
+
+def add_stage1(a, b):
+    """Fold of :func:`pass_stage1` results (lists of per-sample arrays, Stage-2 sums)."""
+    return a[0] + b[0], a[1] + b[1], a[2] + b[2], {k: a[3][k] + b[3][k] for k in a[3]}
+
+
+def add(a, b):
+    """Sum of two block results (arrays, numbers, or tuples of them)."""
+    if isinstance(a, tuple):
+        return tuple(add(x, y) for x, y in zip(a, b))
+    return a + b
+
+
+def pass_alpha(Xk, carry, labels_k, tau):
+    """``rho(y_i, tau_j1(i))`` of the block's samples."""
+    Y = carry["Y"]
+    out = np.empty(Y.shape[0])
+    _rows_kernels(*Y.shape)[0](Y, np.arange(Y.shape[0], dtype=np.int64), tau, labels_k, out)
+    return out
+
+
+def pass_rho(Xk, carry, rows, zidx, Z):
+    """``rho(y_i, Z[zidx_i])`` of the members ``rows`` of the block."""
+    Y = carry["Y"]
+    out = np.empty(rows.shape[0])
+    _rows_kernels(rows.shape[0], Y.shape[1])[0](Y, rows, Z, zidx, out)
+    return out
+
+
+def pass_rho2(Xk, carry, rows, z1, z2):
+    """``rho(y_i, z1)`` and ``rho(y_i, z2)`` of the members ``rows`` in one pass."""
+    Y = carry["Y"]
+    o1, o2 = np.empty(rows.shape[0]), np.empty(rows.shape[0])
+    _rows_kernels(rows.shape[0], Y.shape[1])[1](Y, rows, z1, z2, o1, o2)
+    return o1, o2
+
+
+def pass_colsum(Xk, carry, rows, w):
+    """Weighted signed column sums ``sum_i w_i y_i+``, ``sum_i w_i y_i-`` of the members."""
+    Y = carry["Y"]
+    M = Y.shape[1]
+    pos, neg = np.empty(M), np.empty(M)
+    _rows_kernels(rows.shape[0], M)[2](Y, rows, w, pos, neg)
+    return pos, neg
+
+
+def pass_qrows(Xk, carry, idx, A, learn_transform):
+    """``q_i`` of the rows ``idx`` of the block."""
+    return compute_Q(np.ascontiguousarray(Xk[idx]), A, learn_transform)
+
+
+def pass_gram(Xk, carry):
+    """``X^T X`` of the block (float64)."""
+    X64 = Xk.astype(np.float64, copy=False)
+    return X64.T @ X64
+
+
+def pass_stage3(Xk, carry, labels_k, sim_k, rows, tau, nu, lambda_a):
+    """``(X^T X, Ybar^T X, ||Ybar||^2)`` of the block without forming ``Ybar``; ``X^T X``
+    (known to the driver) only for a subset ``rows`` (the paper's online update), else 0."""
+    Y = carry["Y"]
+    if rows is not None:
+        Xk, Y, labels_k, sim_k = Xk[rows], Y[rows], labels_k[rows], sim_k[rows]
+    st = assignment_statistics(Xk, Y, tau, nu, labels_k, sim_k, lambda_a,
+                               gram=None if rows is not None else 0.0)
+    return (st.gram if rows is not None else 0.0), st.cross, st.target_sq
+
+
+def pass_objective(Xk, carry, labels_k, sim_k, A, tau, nu, p, keep_q):
+    """The block's per-sample terms of the objective at the new parameters (``Y`` of Stage 1);
+    stores ``Q`` of the new ``A`` when the source keeps it (the next Stage 1 starts from it)."""
+    Q = compute_Q(Xk, A, p.learn_transform)
+    Y = carry["Y"]
+    with trusted_inputs():
+        d2, l1 = data_terms(Q, Y)
+        val = 0.5 * d2 + p.lambda1 * l1 + theta_objective(
+            Q, Y, labels_k, sim_k, tau, nu, lambda0=p.lambda0, lambda_a=p.lambda_a,
+            lambda_e=0.0)
+    return ({"Q": Q} if keep_q else {}), val
+
+
+def pass_final(Xk, carry, labels_k, A, tau, nu, p):
+    """Stage 1 with the final parameters: ``(labels, sim)`` of the block's samples (the graph
+    rule keeps its clusters)."""
+    Q = compute_Q(Xk, A, p.learn_transform)
+    lab, sim, _, _, _ = stage1(Q, tau, nu, p, labels_k)
+    return lab, sim
+
+
+def graph_codes(Q, mean, V, lambda1):
+    """NT representations of the graph rule: shared directions removed, soft threshold."""
+    return _graph.soft_threshold(_graph.remove_shared(Q, mean, V), lambda1)
+
+
+def pass_vote(Xk, carry, rows, A, p, mean, V, codes_ref, labels_ref):
+    """Graph rule: labels of the rows ``rows`` of the block by the k-NN vote of ``predict``."""
+    Q = compute_Q(np.ascontiguousarray(Xk[rows]), A, p.learn_transform)
+    return _graph.knn_vote(graph_codes(Q, mean, V, p.lambda1), codes_ref, labels_ref,
+                           p.n_clusters, p.n_neighbors)[0]
