@@ -626,6 +626,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             return self
         import copy
         loc = copy.copy(self)
+        loc._state = copy.copy(self._state)
+        loc._state.graph = dict(self._state.graph, ref_rows=None)   # the rows are the file's
         loc.labels_ = self._fit_labels
         for k in ("similarity_labels_", "outlier_scores_", "probabilities_"):
             if hasattr(self, k):
