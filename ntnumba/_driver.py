@@ -25,7 +25,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import _passes as P
-from ._graph import DEFAULT_SHARED, graph_init_tau, graph_partition, shared_directions
+from ._graph import (DEFAULT_SHARED, graph_codes, graph_init_tau, graph_partition,
+                     shared_directions)
 from ._parallel import blas_limit
 from ._passes import compute_Q  # noqa: F401 - the driver's name for it
 from ._stream import MemoryBlocks, block_rows
@@ -489,7 +490,7 @@ def _vote(src, rows, Qref, lab_ref, A, p, r, seed):
     """Graph rule: the labels of the global rows ``rows`` by the k-NN vote against the
     reference set (its ``r`` shared directions removed, as ``predict``)."""
     mean, V = shared_directions(Qref, r, labels=lab_ref, random_state=seed)
-    codes_ref = P.graph_codes(Qref, mean, V, p.lambda1)
+    codes_ref = graph_codes(Qref, mean, V, p.lambda1)
     parts = block_rows(src.bounds, rows)
     args = [None] * len(src.bounds)
     for b, local, _, _ in parts:

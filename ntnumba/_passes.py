@@ -182,13 +182,8 @@ def pass_final(Xk, carry, labels_k, A, tau, nu, p):
     return lab, sim
 
 
-def graph_codes(Q, mean, V, lambda1):
-    """NT representations of the graph rule: shared directions removed, soft threshold."""
-    return _graph.soft_threshold(_graph.remove_shared(Q, mean, V), lambda1)
-
-
 def pass_vote(Xk, carry, rows, A, p, mean, V, codes_ref, labels_ref):
     """Graph rule: labels of the rows ``rows`` of the block by the k-NN vote of ``predict``."""
     Q = compute_Q(np.ascontiguousarray(Xk[rows]), A, p.learn_transform)
-    return _graph.knn_vote(graph_codes(Q, mean, V, p.lambda1), codes_ref, labels_ref,
+    return _graph.knn_vote(_graph.graph_codes(Q, mean, V, p.lambda1), codes_ref, labels_ref,
                            p.n_clusters, p.n_neighbors)[0]
