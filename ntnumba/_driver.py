@@ -626,6 +626,14 @@ def fitted_attributes(ctx, state, rng, p, seed):
     if state.initial_labels is not None:
         out["initial_labels_"] = state.initial_labels
     fixed = ctx.labels
+    if p.rule == "graph" and ctx.ref_rows is not None:
+        # the rows outside the reference set: the vote of the final model (the labels predict
+        # gives them), not that of the map they were labelled with before the iterations
+        fixed = np.array(fixed, dtype=np.int64)
+        others = np.setdiff1d(np.arange(src.n), ctx.ref_rows)
+        fixed[others] = _vote(src, others, compute_Q(ctx.ref_X, state.A, p.learn_transform),
+                              np.asarray(ctx.ref_labels, dtype=np.int64), state.A, p,
+                              int(state.graph["n_shared"]), seed)
     args = [(None if fixed is None else fixed[s:e],) for s, e in src.bounds]
     with blas_context():
         res = src.map(P.pass_final, args, (state.A, state.tau, state.nu, p))
