@@ -142,22 +142,51 @@ def _check_output(path, what, exts=None):
     return path
 
 
-def _load_data(args):
+def _load_data(args, quiet=False):
+    """Read DATA with the data options and say on standard error what was read."""
     from .datasets import load_file, normalize_images
     if not os.path.exists(args.data):
         raise CLIError(f"data file not found: {args.data}")
-    X, y = load_file(args.data, image_shape=args.image_shape, order=args.order,
-                     resize=args.resize, data_key=args.data_key,
-                     target_key=_target_key(args.target_key))
+    X, y, info = load_file(args.data, image_shape=args.image_shape, order=args.order,
+                           resize=args.resize, data_key=args.data_key,
+                           target_key=_column_key(args.target_key),
+                           delimiter=args.delimiter, header=args.header,
+                           index_col=_column_key(args.index_col), return_info=True)
+    _status(f"read {args.data}: {info['description']}", quiet)
     if args.normalize:
         X = normalize_images(X)
     return X, y
 
 
-def _target_key(key):
+def _column_key(key):
+    """A --target-key/--index-col value: None, False ('none'), an int position or a name."""
     if key is None:
         return None
-    return False if key.lower() == "none" else key
+    if key.lower() == "none":
+        return False
+    try:
+        return int(key)
+    except ValueError:
+        return key
+
+
+def _header(text):
+    choices = {"auto": "auto", "yes": True, "no": False}
+    if text.lower() not in choices:
+        raise argparse.ArgumentTypeError(f"expected auto, yes or no, got {text!r}")
+    return choices[text.lower()]
+
+
+def _n_jobs(text):
+    """numba threads: a positive integer, or -1 (all cores), -2 (all but one), ..."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v == 0:
+        raise argparse.ArgumentTypeError("must be a positive number of threads or -1 (all "
+                                         "cores), got 0")
+    return v
 
 
 def write_labels(path, labels):
@@ -192,7 +221,8 @@ def read_labels(path, key=None):
     """Labels from a labels file or from the labels of a data file.
 
     ``.npy``: a vector (or one column). ``.csv``/``.txt``: one value per line (an optional
-    header line), or with ``key="last"`` the last column of a data CSV. ``.mat``/``.npz``: the
+    header line), or the labels column of a data table (``key``: a column name, a position or
+    ``"last"``; default: the column named ``target``, ``label``, ...). ``.mat``/``.npz``: the
     array ``key``, or the labels :func:`ntnumba.datasets.load_file` finds (``Y``, ``gnd``,
     ``labels``, ``y``, ``target``).
     """
@@ -213,26 +243,26 @@ def read_labels(path, key=None):
             raise CLIError(f"{path}: expected a vector of labels, got an array of shape "
                            f"{a.shape}")
         return a
-    if ext in (".csv", ".txt") and key != "last":
-        if key is not None:
-            raise CLIError(f"{path}: the only --key for a CSV file is 'last' (the last column "
-                           "of a data file)")
-        with open(path, newline="") as f:
-            rows = [r for r in csv.reader(f) if r and any(c.strip() for c in r)]
-        if not rows:
+    if ext in (".csv", ".txt", ".tsv") and key is None:
+        from .datasets import _csv_sample, _sniff_delimiter
+        lines = _csv_sample(path)
+        if not lines:
             raise CLIError(f"{path}: no labels in the file")
-        if any(len(r) != 1 for r in rows):
-            raise CLIError(f"{path}: expected one label per line; for the last column of a "
-                           "data file pass --key last")
-        values = [r[0] for r in rows]
+        if _sniff_delimiter(lines) != "," or any("," in line for line in lines):
+            _, y = load_file(path, target_key=None)     # a data table with a labels column
+            if y is None:
+                raise CLIError(f"{path}: expected one label per line, or a table with a "
+                               "labels column (name it with --key NAME, a position, or last)")
+            return y
+        values = [line.strip() for line in lines]
         lab = _as_labels(values[1:])
         if lab.dtype.kind in "if" and _as_labels(values[:1]).dtype.kind not in "if":
             return lab                                    # a header line
         return _as_labels(values)
-    if ext not in (".mat", ".npz", ".csv"):
+    if ext not in (".mat", ".npz", ".csv", ".txt", ".tsv"):
         raise CLIError(f"{path}: unsupported labels file; use .csv, .txt, .npy, or a "
                        ".mat/.npz/.csv data file with its labels")
-    _, y = load_file(path, data_key=None, target_key=key)
+    _, y = load_file(path, data_key=None, target_key=_column_key(key))
     if y is None:
         raise CLIError(f"{path}: no labels found (looked for Y, gnd, labels, y, target); "
                        "name them with --key")
@@ -275,9 +305,7 @@ def cmd_fit(args):
     _check_output(labels_path, "--labels", _LABEL_EXT)
     if args.plot_objective:
         _check_output(args.plot_objective, "--plot-objective")
-    X, y = _load_data(args)
-    _status(f"fitting on {X.shape[0]} samples x {X.shape[1]} features from {args.data}",
-            args.quiet)
+    X, y = _load_data(args, args.quiet)
     model = _model_from_args(args, verbose=0 if args.quiet else 1)
     t0 = time.perf_counter()
     interrupted = _fit_keeping_interrupt(model, X)
@@ -307,7 +335,7 @@ def cmd_predict(args):
     if args.out:
         _check_output(args.out, "--out", _LABEL_EXT)
     model = load(args.model)
-    X, _ = _load_data(args)
+    X, _ = _load_data(args, quiet=True)
     labels = model.set_params(n_jobs=args.n_jobs).predict(X, reject=args.reject)
     if args.out:
         write_labels(args.out, labels)
@@ -444,11 +472,23 @@ def _blas_threads(n):
 # ------------------------------------------------------------------------------ parser
 def _add_data_options(p):
     g = p.add_argument_group("reading DATA (any file ntnumba.datasets.load_file reads: "
-                             ".mat, .npz, .npy, .csv)")
+                             ".mat, .npz, .npy, or a .csv/.tsv/.txt table)")
     g.add_argument("--data-key", help="array holding the data in a .mat/.npz file "
                                       "(default: X, fea, images, data, else the largest)")
-    g.add_argument("--target-key", help="array holding the labels (default: Y, gnd, labels, y, "
-                                        "target; 'last' for the last CSV column; 'none')")
+    g.add_argument("--target-key", metavar="KEY",
+                   help="the labels: an array of a .mat/.npz file (default: Y, gnd, labels, y, "
+                        "target), or a column of a table by name, 0-based position (-1 = "
+                        "last) or 'last' (default: the column named target, label, labels, "
+                        "class, y or gnd); 'none': no labels, every column is a feature")
+    g.add_argument("--delimiter", metavar="D",
+                   help="tables: field delimiter, e.g. ',' ';' tab '|' whitespace (default: "
+                        "detected)")
+    g.add_argument("--header", type=_header, default="auto", metavar="auto|yes|no",
+                   help="tables: is the first line column names? (default auto: when a field "
+                        "is not a number)")
+    g.add_argument("--index-col", metavar="COL",
+                   help="tables: a column to drop, by name or position (default: an unnamed "
+                        "first column, as pandas' to_csv writes the index; 'none')")
     g.add_argument("--image-shape", type=_shape, metavar="HxW",
                    help="shape of one image when the rows are flat images")
     g.add_argument("--order", choices=("F", "C"), default="F",
@@ -505,7 +545,8 @@ def build_parser():
                    help="iterations (default: the library's; with more than one the objective "
                         "per iteration is drawn too)")
     p.add_argument("--seed", type=int, default=DEMO["seed"], help="random seed (default 0)")
-    p.add_argument("--n-jobs", type=int, default=None, help="numba threads (default: all)")
+    p.add_argument("--n-jobs", type=_n_jobs, default=None,
+                   help="numba threads (default: all; -1 all)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=cmd_demo)
 
@@ -551,7 +592,8 @@ def build_parser():
         g.add_argument(f"--{name.replace('_', '-')}", type=_nonneg_float, default=d[name],
                        help=f"default {d[name]}")
     g.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
-    g.add_argument("--n-jobs", type=int, default=None, help="numba threads (default: all)")
+    g.add_argument("--n-jobs", type=_n_jobs, default=None,
+                   help="numba threads (default: all; -1 all)")
     _add_data_options(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=cmd_fit)
@@ -567,7 +609,8 @@ def build_parser():
     p.add_argument("--reject", type=_reject, metavar="auto|T",
                    help="rejection option: label -1 for samples whose assignment score is above "
                         "T ('auto': the model's reject_threshold_)")
-    p.add_argument("--n-jobs", type=int, default=None, help="numba threads (default: all)")
+    p.add_argument("--n-jobs", type=_n_jobs, default=None,
+                   help="numba threads (default: all; -1 all)")
     _add_data_options(p)
     p.set_defaults(func=cmd_predict)
 
@@ -578,8 +621,9 @@ def build_parser():
                    help="predicted labels (.csv/.txt one per line, or .npy)")
     p.add_argument("truth", metavar="TRUTH",
                    help="true labels: a labels file, or a data file (.mat/.npz/.csv) with labels")
-    p.add_argument("--key", help="labels array in a .mat/.npz TRUTH file, or 'last' for the "
-                                 "last column of a data CSV (default: auto-detect)")
+    p.add_argument("--key", help="labels array in a .mat/.npz TRUTH file, or the labels column "
+                                 "of a data table by name, position or 'last' (default: "
+                                 "auto-detect)")
     p.add_argument("--predicted-key", help="the same for PREDICTED")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_evaluate)

@@ -11,7 +11,7 @@ here rebuild those inputs from public copies of the data sets (see ``docs/datase
 - :func:`load_yaleb`: ``"paper"`` = 21x21 (2414 x 441), from the 192x168 cropped originals minus
   the 18 ``is_bad`` images; also ``"32x32"`` (``YaleB_32x32.mat``), ``"48x42"`` or any size.
 - :func:`load_demo`: COIL-20 at 32x32 from the copy shipped in the package (no data folder).
-- :func:`load_file`: any .mat/.npz/.npy/.csv matrix or image stack.
+- :func:`load_file`: any .mat/.npz/.npy matrix or image stack, or a .csv/.tsv/.txt table.
 
 Every loader returns ``(X, y)``: ``X`` float64 of shape (n_samples, h * w), each row one image
 flattened in C (row-major) order, so ``X[i].reshape(h, w)`` is the upright image; ``y`` int64
@@ -61,7 +61,8 @@ _MNIST_MAT = ("mnist", "MNIST_subset604.mat")
 
 _DATA_KEYS = ("X", "fea", "images", "data")
 _TARGET_KEYS = ("Y", "gnd", "labels", "y", "target")
-_EXTENSIONS = (".mat", ".npz", ".npy", ".csv")
+_TABLES = (".csv", ".tsv", ".txt")
+_EXTENSIONS = (".mat", ".npz", ".npy") + _TABLES
 
 
 # ----------------------------------------------------------------------------------------------
@@ -630,8 +631,9 @@ def load_demo(resolution="32x32", *, normalize=True):
 # Generic files
 # ----------------------------------------------------------------------------------------------
 def _is_numeric(a):
+    """A numeric or boolean ndarray (booleans are read as 0/1, as the estimator does)."""
     return isinstance(a, np.ndarray) and a.dtype != object and (
-        np.issubdtype(a.dtype, np.number)
+        np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_
     )
 
 
@@ -701,18 +703,211 @@ def _pick_data(arrays, data_key, exclude):
     return ranked[0]
 
 
-def _csv_header(path):
-    """True if the first non-empty line of a CSV file is not numeric (a header)."""
-    with open(path, newline="") as f:
-        for row in csv.reader(f):
-            if not row or all(not c.strip() for c in row):
-                continue
-            try:
-                [float(c) for c in row]
-            except ValueError:
-                return True
-            return False
-    return False
+#: Column names taken as the labels of a CSV file with a header (case-insensitive), in order.
+_CSV_TARGET_NAMES = ("target", "label", "labels", "class", "y", "gnd")
+#: Delimiters tried, in order, when ``delimiter`` is not given (then whitespace).
+_DELIMITERS = ("\t", ";", ",", "|")
+_SAMPLE_LINES = 200
+
+
+def _is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _csv_sample(path):
+    """The first non-empty lines of a text file (at most ``_SAMPLE_LINES``)."""
+    lines = []
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        for line in f:
+            if line.strip():
+                lines.append(line.rstrip("\r\n"))
+                if len(lines) == _SAMPLE_LINES:
+                    break
+    return lines
+
+
+def _sniff_delimiter(lines):
+    """The delimiter: the first of tab, ';', ',', '|' that splits every sampled line (the header
+    line included) into the same number (> 1) of fields, else whitespace when that does, else
+    ',' (one column)."""
+    for d in _DELIMITERS + ("whitespace",):
+        widths = {len(_split(line, d)) for line in lines}
+        if len(widths) == 1 and widths.pop() > 1:
+            return d
+    return ","
+
+
+def _split(line, delimiter):
+    """The fields of one line (quotes as in the csv module)."""
+    if delimiter == "whitespace":
+        row = next(csv.reader([line.strip()], delimiter=" ", skipinitialspace=True), [])
+    else:
+        row = next(csv.reader([line], delimiter=delimiter, skipinitialspace=True), [])
+    return [c.strip() for c in row]
+
+
+def _pick_csv_column(names, key, what):
+    """Position of the column ``key`` (a name, or an int position, negative from the end)."""
+    n = len(names)
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        if not -n <= key < n:
+            raise ValueError(f"{what} {key} is out of range: the file has {n} columns "
+                             f"(positions 0..{n - 1}, or -1 for the last)")
+        return int(key) % n
+    if key == "last":
+        return n - 1
+    if isinstance(key, str):
+        if key in names:
+            return names.index(key)
+        folded = [i for i, c in enumerate(names) if str(c).lower() == key.lower()]
+        if len(folded) == 1:
+            return folded[0]
+    shown = ", ".join(repr(c) for c in names[:12]) + (", ..." if n > 12 else "")
+    hint = "" if any(isinstance(c, str) for c in names) else " (the file has no header row)"
+    raise ValueError(f"{what} {key!r} not found{hint}; pass a column name, a position "
+                     f"(0..{n - 1}, -1 = last) or 'last'; columns: {shown}")
+
+
+def _read_csv(path, *, target_key, delimiter, header, index_col):
+    """Read a delimited text file with pandas; returns (X, y, info)."""
+    try:
+        import pandas as pd
+    except ImportError as exc:  # pragma: no cover - pandas is a dependency
+        raise ImportError("reading CSV files needs pandas: pip install pandas") from exc
+    lines = _csv_sample(path)
+    if not lines:
+        raise ValueError(f"{path}: the file is empty")
+    if delimiter is None:
+        delimiter = _sniff_delimiter(lines)
+        sniffed = True
+    else:
+        if not isinstance(delimiter, str) or not delimiter:
+            raise ValueError(f"delimiter: expected a character such as ',', ';', '\\t' or "
+                             f"'whitespace', got {delimiter!r}")
+        delimiter = {"tab": "\t", "\\t": "\t", "space": "whitespace"}.get(delimiter, delimiter)
+        sniffed = False
+    first = lines[0]
+    commented = first.startswith("#")        # numpy.savetxt writes its header as '# a,b,c'
+    if commented:
+        first = first.lstrip("#").lstrip()
+    cells = _split(first, delimiter)
+    if header in (None, "auto"):
+        header = any(c and not _is_number(c) for c in cells)
+    elif not isinstance(header, (bool, np.bool_)):
+        raise ValueError(f"header: expected 'auto', True or False, got {header!r}")
+    body = lines[1:] if header else lines
+    decimal = "." if delimiter != ";" or not any(
+        re.search(r"\d,\d", line) for line in body) else ","
+    kw = dict(header=None, skip_blank_lines=True, decimal=decimal,
+              skiprows=1 if (header or commented) else 0, comment=None)
+    if delimiter == "whitespace":
+        kw.update(sep=r"\s+", engine="python")
+    else:
+        kw.update(sep=delimiter, skipinitialspace=True)
+    try:
+        df = pd.read_csv(path, **kw)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        shown = "whitespace" if delimiter == "whitespace" else repr(delimiter)
+        raise ValueError(f"{path}: not a table with delimiter {shown} ({msg}); pass the "
+                         "delimiter (delimiter=..., --delimiter)") from None
+    if header:
+        if len(cells) != df.shape[1]:
+            raise ValueError(f"{path}: the header row has {len(cells)} names but the rows "
+                             f"have {df.shape[1]} fields")
+        names = list(cells)
+    else:
+        names = list(range(df.shape[1]))
+    drop = []
+    index_name = None
+    if index_col is None:         # pandas' to_csv(): an unnamed first column of 0, 1, 2, ...
+        if header and names and names[0] == "" and df.shape[1] > 1:
+            drop.append(0)
+    elif index_col is not False:
+        drop.append(_pick_csv_column(names, index_col, "index_col"))
+    if drop:
+        index_name = names[drop[0]] if names[drop[0]] != "" else "(unnamed)"
+    label_pos = None
+    if target_key is None:
+        if header:
+            found = [i for i, c in enumerate(names)
+                     if i not in drop and str(c).lower() in _CSV_TARGET_NAMES]
+            if len(found) > 1:
+                raise ValueError(f"{path}: several columns look like labels "
+                                 f"({', '.join(repr(names[i]) for i in found)}); choose one "
+                                 "with target_key (--target-key NAME) or target_key=False")
+            if found:
+                label_pos = found[0]
+    elif target_key is not False:
+        label_pos = _pick_csv_column(names, target_key, "target_key")
+        if label_pos in drop:
+            raise ValueError(f"target_key and index_col both name column {names[label_pos]!r}")
+    keep = [i for i in range(df.shape[1]) if i not in drop and i != label_pos]
+    if not keep:
+        raise ValueError(f"{path}: no feature columns left (the file has {df.shape[1]} columns)")
+    data = df.iloc[:, keep]
+    bad = [i for i, c in zip(keep, data.columns) if not (
+        pd.api.types.is_numeric_dtype(data[c]) or pd.api.types.is_bool_dtype(data[c]))]
+    if bad:
+        i = bad[0]
+        col = df.iloc[:, i]
+        value = next(v for v in col if not (isinstance(v, (int, float)) or _is_number(str(v))))
+        where = f"column {names[i]!r}" if header else f"column {i}"
+        raise ValueError(
+            f"{path}: {where} is not numeric (e.g. {value!r}"
+            + (f"; {len(bad) - 1} more such column(s)" if len(bad) > 1 else "")
+            + "). If it holds the labels pass target_key="
+            + (f"{names[i]!r}" if header else f"{i}") + " (--target-key "
+            + (f"{names[i]}" if header else f"{i}") + "); if it is an index or id, index_col"
+            " (--index-col); otherwise convert it to numbers first")
+    X = data.to_numpy(dtype=np.float64)
+    y = None
+    if label_pos is not None:
+        col = df.iloc[:, label_pos]
+        y = col.to_numpy() if pd.api.types.is_numeric_dtype(col) else \
+            col.astype(str).to_numpy().astype(str)
+    label_name = names[label_pos] if label_pos is not None else None
+    info = {"delimiter": "whitespace" if delimiter == "whitespace" else delimiter,
+            "delimiter_sniffed": sniffed, "header": bool(header), "decimal": decimal,
+            "index_column": index_name,
+            "feature_names": [str(names[i]) for i in keep] if header else None,
+            "label_source": None if label_pos is None else (
+                f"column {label_name!r}" if header else f"column {label_pos}")}
+    return X, y, info
+
+
+def _describe(info, n, N, y):
+    """'150 samples x 4 features, labels from column 'target' (3 classes)' (+ how it was read)."""
+    text = f"{n} samples x {N} features, "
+    if y is None:
+        text += "no labels"
+    else:
+        text += f"labels from {info['label_source']} ({np.unique(y).size} classes)"
+    how = []
+    if "delimiter" in info:
+        d = info["delimiter"]
+        shown = {"\t": "tab", "whitespace": "whitespace"}.get(d, repr(d))
+        how.append(("header row" if info["header"] else "no header row")
+                   + f", delimiter {shown}" + (" (detected)" if info["delimiter_sniffed"] else "")
+                   + (", decimal comma" if info["decimal"] == "," else ""))
+        if info["index_column"] is not None:
+            how.append(f"index column {info['index_column']} dropped")
+    return text + (f"; {'; '.join(how)}" if how else "")
+
+
+def _check_values(a, what):
+    """Numbers or booleans only; complex data are refused rather than cut to the real part."""
+    if isinstance(a, np.ndarray) and np.iscomplexobj(a):
+        raise ValueError(f"{what}: complex data (dtype {a.dtype}) are not supported; pass the "
+                         "real part (np.real), the modulus (np.abs), or both parts as features "
+                         "(np.hstack([a.real, a.imag]))")
+    if not _is_numeric(a):
+        raise ValueError(f"{what}: expected numbers, got an array of dtype "
+                         f"{getattr(a, 'dtype', type(a).__name__)}")
 
 
 def _tidy_labels(y):
@@ -724,16 +919,17 @@ def _tidy_labels(y):
     return y
 
 
-def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, target_key=None):
-    """Load a data matrix (and labels) from a .mat, .npz, .npy or .csv file.
+def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, target_key=None,
+              delimiter=None, header="auto", index_col=None, return_info=False):
+    """Load a data matrix (and labels) from a .mat, .npz, .npy or .csv/.tsv/.txt file.
 
     Parameters
     ----------
     path : str or path-like
         The file; its extension (case-insensitive) selects the reader: ``.mat`` (MATLAB v4-v7.2,
         ``scipy.io.loadmat``; v7.3/HDF5 is not supported), ``.npz``, ``.npy`` (one array, no
-        labels) or ``.csv`` (comma-separated numbers, an optional non-numeric header line is
-        skipped).
+        labels) or ``.csv``/``.tsv``/``.txt`` (a delimited table read with pandas: header row,
+        delimiter, index column and label column detected as described below).
     image_shape : tuple of int (h, w), optional
         Shape of one image when the data are flat rows of ``h * w`` pixels; ``h * w`` must equal
         the number of features. For a 3-D stack it is read from the stack (if given it must
@@ -749,20 +945,43 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
     data_key : str, optional
         For .mat/.npz: the array holding the data. Default: the first of ``X``, ``fea``,
         ``images``, ``data`` that is a 2-D or 3-D numeric array, else the largest such array
-        (other than the labels). Not allowed for .npy/.csv.
-    target_key : str or False, optional
-        For .mat/.npz: the array holding the labels. Default: the first of ``Y``, ``gnd``,
-        ``labels``, ``y``, ``target`` present, else no labels; ``False``: no labels (use it
-        when a label-like key exists but is not the labels of the chosen data). For .csv the
-        only accepted value is ``"last"``: the last column holds the labels (otherwise every
-        column is data). Not allowed for .npy.
+        (other than the labels). Not allowed for .npy and tables.
+    target_key : str, int or False, optional
+        The labels. For .mat/.npz: the array holding them. Default: the first of ``Y``,
+        ``gnd``, ``labels``, ``y``, ``target`` present, else no labels; ``False``: no labels
+        (use it when a label-like key exists but is not the labels of the chosen data).
+        For a table: a column name, a 0-based position (negative counts from the end) or
+        ``"last"``; default: the column of the header named ``target``, ``label``, ``labels``,
+        ``class``, ``y`` or ``gnd`` (case-insensitive), else no labels; ``False``: every column
+        except the index is a feature. Labels may be numbers or strings. Not allowed for .npy.
+    delimiter : str, optional
+        Tables only: the field delimiter (``","``, ``";"``, ``"\t"``, ``"|"`` or
+        ``"whitespace"``). Default: the first of tab, ``;``, ``,``, ``|`` that occurs equally
+        often on every one of the first 200 lines, else whitespace, else one column. With
+        ``;`` and numbers such as ``1,5`` the decimal separator is the comma.
+    header : {"auto", True, False}, default "auto"
+        Tables only: whether the first line holds column names. ``"auto"``: when one of its
+        fields is not a number. A first line starting with ``#`` (``numpy.savetxt``) is read as
+        a header with the ``#`` removed, or skipped when it holds numbers.
+    index_col : str, int or False, optional
+        Tables only: a column to drop (row names or numbers). Default: the first column when
+        its header name is empty, as ``pandas.DataFrame.to_csv`` writes the index; ``False``:
+        none.
+    return_info : bool, default False
+        Also return a dict saying what was read: ``"description"`` (one line, e.g.
+        ``"150 samples x 4 features, labels from column 'target' (3 classes)"``),
+        ``"label_source"``, ``"feature_names"`` (tables with a header, else None) and, for
+        tables, ``"delimiter"``, ``"header"``, ``"index_column"``.
 
     Returns
     -------
     X : ndarray of float64, shape (n_samples, n_features)
         One sample per row (3-D stacks flattened in C order; resampled if ``resize``).
     y : ndarray or None, shape (n_samples,)
-        The labels as stored (not renumbered; int64 when they are whole numbers), or None.
+        The labels as stored (not renumbered; int64 when they are whole numbers, strings when
+        the column holds text), or None.
+    info : dict
+        Only with ``return_info=True`` (see there).
 
     Raises
     ------
@@ -792,6 +1011,16 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
     >>> X, y = load_file(path, resize=(2, 3))
     >>> X.shape, y.tolist()
     ((2, 6), [1, 2])
+    >>> table = os.path.join(tempfile.mkdtemp(), "toy.csv")
+    >>> with open(table, "w") as f:
+    ...     for line in ("width;height;species", "1,5;2;cat", "2,5;4;dog", "3,0;6;cat"):
+    ...         print(line, file=f)
+    >>> X, y, info = load_file(table, target_key="species", return_info=True)
+    >>> X.tolist(), y.tolist()
+    ([[1.5, 2.0], [2.5, 4.0], [3.0, 6.0]], ['cat', 'dog', 'cat'])
+    >>> print(info["description"])  # doctest: +NORMALIZE_WHITESPACE
+    3 samples x 2 features, labels from column 'species' (2 classes); header row,
+    delimiter ';' (detected), decimal comma
     """
     path = Path(os.fspath(path))
     ext = path.suffix.lower()
@@ -809,8 +1038,13 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
     if resize is not None:
         resize = _check_shape(resize, "resize")
 
+    if ext not in _TABLES:
+        for name, value in (("delimiter", delimiter), ("index_col", index_col)):
+            if value not in (None, False):
+                raise ValueError(f"{name} is only used for tables (.csv, .tsv, .txt), not {ext}")
     y = None
     label_name = None
+    info = {"label_source": None, "feature_names": None}
     if ext in (".mat", ".npz"):
         arrays = _read_mapping(path, ext)
         tkey = _pick_target(arrays, target_key)
@@ -822,35 +1056,29 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
         label_name = f"key {tkey!r}" + (
             "" if target_key else " (auto-detected; target_key=False ignores it)"
         )
+        info["label_source"] = label_name
+        _check_values(data, f"{path}: {dkey!r}")
     else:
         if data_key is not None:
             raise ValueError(f"data_key is only used for .mat and .npz files, not {ext}")
         if ext == ".npy":
             if target_key not in (None, False):
                 raise ValueError("target_key is not used for .npy files (they hold one array)")
-            data = np.load(path, allow_pickle=False)
-            if not _is_numeric(data) or data.ndim not in (2, 3):
+            try:
+                data = np.load(path, allow_pickle=False)
+            except ValueError as exc:
+                raise ValueError(f"{path}: not a readable .npy file of numbers ({exc})") from None
+            _check_values(data, str(path))
+            if data.ndim not in (2, 3):
                 raise ValueError(
                     f"{path}: expected a 2-D or 3-D numeric array, got dtype {data.dtype} "
                     f"shape {data.shape}"
                 )
-        else:  # .csv
-            if target_key not in (None, False, "last"):
-                raise ValueError(
-                    f"target_key for a CSV file must be None, False or 'last', got {target_key!r}"
-                )
-            try:
-                data = np.loadtxt(
-                    path, delimiter=",", ndmin=2, skiprows=1 if _csv_header(path) else 0
-                )
-            except ValueError as exc:
-                raise ValueError(f"{path}: not a comma-separated numeric matrix ({exc})") from exc
-            if target_key == "last":
-                if data.shape[1] < 2:
-                    raise ValueError(
-                        f"target_key='last' needs at least 2 columns, {path} has {data.shape[1]}"
-                    )
-                data, y = data[:, :-1], data[:, -1]
+        else:  # a table
+            data, y, table = _read_csv(path, target_key=target_key, delimiter=delimiter,
+                                       header=header, index_col=index_col)
+            info.update(table)
+            label_name = info["label_source"]
 
     data = np.asarray(data)
     if y is not None and y.size != data.shape[0]:
@@ -884,4 +1112,9 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
         if image_shape is None:
             raise ValueError("resize needs the image shape: pass image_shape=(h, w) for flat rows")
         X = resize_images(X, image_shape, resize, order="C")
-    return np.ascontiguousarray(X), (None if y is None else _tidy_labels(y))
+    X = np.ascontiguousarray(X)
+    y = None if y is None else _tidy_labels(y)
+    if not return_info:
+        return X, y
+    info["description"] = _describe(info, X.shape[0], X.shape[1], y)
+    return X, y, info

@@ -164,6 +164,33 @@ def test_fit_predict_evaluate(blobs):
     assert json.loads(res.stdout) == {"ca": 1.0, "nmi": 1.0, "ari": 1.0}
 
 
+def test_fit_reads_a_users_table(blobs):
+    """A pandas table with an index, ';' and string classes: the labels are not a feature."""
+    pd = pytest.importorskip("pandas")
+    X = np.load(blobs / "X.npy")
+    y = np.load(blobs / "blobs.npz")["y"]
+    df = pd.DataFrame(X, columns=[f"f{i}" for i in range(6)])
+    df.assign(target=np.array(["ant", "bee", "cat"])[y]).to_csv(blobs / "t.csv", sep=";")
+    res = run(["fit", "t.csv", "-k", "3", "--n-components", "12", "--seed", "0", "-o", "t"],
+              cwd=blobs)
+    assert res.returncode == 0, res.stderr
+    assert ("read t.csv: 30 samples x 6 features, labels from column 'target' (3 classes); "
+            "header row, delimiter ';' (detected); index column (unnamed) dropped") in res.stderr
+    assert "against the labels in t.csv: CA 1.000" in res.stdout
+    model = ntnumba.load(blobs / "t.npz")
+    assert model.n_features_in_ == 6
+    res = run(["evaluate", "t.labels.csv", "t.csv", "--key", "target"], cwd=blobs)
+    assert res.returncode == 0 and "CA 1.000" in res.stdout, res.stderr
+    res = run(["evaluate", "t.labels.csv", "t.csv"], cwd=blobs)     # found by name
+    assert res.returncode == 0 and "CA 1.000" in res.stdout, res.stderr
+    # boolean data, as the estimator accepts them
+    np.save(blobs / "bool.npy", X > 0)
+    res = run(["fit", "bool.npy", "-k", "2", "--n-components", "12", "-q", "-o", "b"], cwd=blobs)
+    assert res.returncode == 0, res.stderr
+    np.testing.assert_array_equal(np.loadtxt(blobs / "b.labels.csv", skiprows=1),
+                                  ntnumba.load(blobs / "b.npz").predict(X > 0))
+
+
 def test_ctrl_c_keeps_last_iterate(blobs):
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     p = subprocess.Popen(COMMAND + ["fit", "blobs.npz", "-k", "3", "--n-components", "12",
@@ -211,7 +238,7 @@ def test_errors_in_subprocess(blobs, args, message):
      "n_components: must be >= n_features (6)"),
     (["fit", "blobs.npz", "-k", "3", "-o", "m", "--data-key", "nope"], 1,
      "data_key 'nope' not found"),
-    (["fit", "notes.txt", "-k", "3", "-o", "m"], 1, "unknown file extension"),
+    (["fit", "notes.xlsx", "-k", "3", "-o", "m"], 1, "unknown file extension"),
     (["predict", "missing.npz", "X.npy"], 1, "no such model file"),
     (["fit", "missing.npz", "-k", "3", "-o", "m"], 1, "data file not found"),
     (["frobnicate"], 2, "argument COMMAND: invalid choice"),
@@ -221,17 +248,25 @@ def test_errors_in_subprocess(blobs, args, message):
     (["evaluate", "y.csv", "short.csv"], 1, "has 30 labels"),
     (["evaluate", "y.csv", "blobs.npz", "--key", "nope"], 1, "target_key 'nope' not found"),
     (["evaluate", "y.csv", "X.npz"], 1, "no labels found"),
+    (["fit", "complex.npy", "-k", "3", "-o", "m"], 1,
+     "complex data (dtype complex128) are not supported; pass the real part"),
+    (["predict", "m.npz", "X.npy", "--n-jobs", "0"], 2,
+     "argument --n-jobs: must be a positive number of threads or -1"),
+    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--n-jobs", "0"], 2, "argument --n-jobs"),
+    (["fit", "blobs.csv", "-k", "3", "-o", "m", "--target-key", "nope"], 1,
+     "target_key 'nope' not found"),
 ])
 def test_errors_are_one_line(blobs, capsys, monkeypatch, args, code, message):
     monkeypatch.chdir(blobs)
-    (blobs / "notes.txt").write_text("hello\n")
+    (blobs / "notes.xlsx").write_text("hello\n")
     (blobs / "truncated.npz").write_bytes((blobs / "blobs.npz").read_bytes()[:50])
     (blobs / "y.csv").write_text("label\n" + "0\n1\n2\n" * 10)
     (blobs / "short.csv").write_text("0\n1\n")
     np.savez(blobs / "X.npz", X=np.ones((30, 2)))
+    np.save(blobs / "complex.npy", np.ones((30, 2)) + 1j)
     assert cli.main(args) == code
     err = capsys.readouterr().err
-    lines = [ln for ln in err.strip().splitlines() if not ln.startswith("fitting on")]
+    lines = [ln for ln in err.strip().splitlines() if not ln.startswith(("fitting on", "read "))]
     assert len(lines) == 1 and message in lines[0], err
     assert lines[0].startswith((f"ntnumba {args[0]}: error: ", "ntnumba: error: "))
 

@@ -514,7 +514,104 @@ def test_load_file_csv(tmp_path, toy):
 
 
 def test_load_file_path_errors(tmp_path):
-    with pytest.raises(ValueError, match=r"extension '\.txt'.*\.mat"):
-        load_file(tmp_path / "a.txt")
+    with pytest.raises(ValueError, match=r"extension '\.xlsx'.*\.mat"):
+        load_file(tmp_path / "a.xlsx")
     with pytest.raises(FileNotFoundError, match="missing.npz"):
         load_file(tmp_path / "missing.npz")
+
+
+# tables read with pandas: what a user's own files look like
+@pytest.fixture(scope="module")
+def table():
+    """A small iris-like table: 4 numeric features and string classes (the reference)."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(1)
+    X = np.round(rng.uniform(0.1, 9.0, (9, 4)), 2)
+    names = np.array(["setosa", "versicolor", "virginica"])[np.arange(9) % 3]
+    df = pd.DataFrame(X, columns=["sepal length", "sepal width", "petal length", "petal width"])
+    return pd, df, X, names
+
+
+@pytest.mark.parametrize("write, kwargs, how", [
+    (lambda df, p: df.to_csv(p, index=False), {}, "header row, delimiter ',' (detected)"),
+    (lambda df, p: df.to_csv(p), {}, "index column (unnamed) dropped"),          # index column
+    (lambda df, p: df.to_csv(p, sep=";", index=False), {}, "delimiter ';'"),
+    (lambda df, p: df.to_csv(p, sep="\t", index=False), {}, "delimiter tab"),
+    (lambda df, p: df.to_csv(p, sep=";", decimal=",", index=False), {}, "decimal comma"),
+    (lambda df, p: df.to_csv(p, sep="|", index=False), {"delimiter": "|"}, "delimiter '|'"),
+    (lambda df, p: df.to_csv(p, sep=" ", index=False), {}, "delimiter whitespace"),
+])
+def test_load_file_tables(tmp_path, table, write, kwargs, how):
+    pd, df, X, names = table
+    p = tmp_path / "t.csv"
+    write(df.assign(target=names), p)
+    Xr, y, info = load_file(p, return_info=True, **kwargs)
+    np.testing.assert_array_equal(Xr, X)
+    np.testing.assert_array_equal(y, names)
+    assert info["feature_names"] == list(df.columns)
+    assert info["description"].startswith(
+        "9 samples x 4 features, labels from column 'target' (3 classes); ")
+    assert how in info["description"]
+
+
+def test_load_file_table_label_choices(tmp_path, table):
+    pd, df, X, names = table
+    p = tmp_path / "t.csv"
+    df.assign(species=names, id=np.arange(9)).to_csv(p, index=False)
+    with pytest.raises(ValueError, match=r"column 'species' is not numeric \(e\.g\. 'setosa'\)"
+                                         r".*target_key='species'"):
+        load_file(p)                                  # a text column is never a feature
+    for key in ("species", 4, -2, "SPECIES"):
+        Xr, y = load_file(p, target_key=key, index_col="id")
+        np.testing.assert_array_equal(Xr, X)
+        np.testing.assert_array_equal(y, names)
+    Xr, y = load_file(p, target_key="id", index_col="species")
+    assert y.tolist() == list(range(9)) and y.dtype == np.int64
+    with pytest.raises(ValueError, match=r"target_key 'nope' not found.*'species'"):
+        load_file(p, target_key="nope")
+    with pytest.raises(ValueError, match="out of range: the file has 6 columns"):
+        load_file(p, target_key=6)
+    with pytest.raises(ValueError, match="several columns look like labels"):
+        df.assign(label=0, target=1).to_csv(p, index=False)
+        load_file(p)
+    df.assign(target=names).to_csv(p, index=False)        # target_key=False: no labels
+    with pytest.raises(ValueError, match="column 'target' is not numeric"):
+        load_file(p, target_key=False)
+    numeric = np.arange(9) % 3
+    df.assign(target=numeric).to_csv(p, index=False)
+    Xr, y = load_file(p, target_key=False)
+    np.testing.assert_array_equal(Xr, np.c_[X, numeric])
+    assert y is None
+    with pytest.raises(ValueError, match=r"column 0 is not numeric \(e\.g\. 'sepal length'"):
+        load_file(p, header=False)                      # the names are not a row of numbers
+
+
+def test_load_file_table_numpy_header_and_no_header(tmp_path, toy):
+    images, labels = toy
+    flat = images.reshape(6, -1).astype(float)
+    p = tmp_path / "a.csv"
+    np.savetxt(p, np.c_[flat, labels], delimiter=",", header=",".join(
+        [f"p{i}" for i in range(24)] + ["label"]))        # '# p0,...,label' (numpy's header)
+    X, y, info = load_file(p, return_info=True)
+    np.testing.assert_array_equal(X, flat)
+    np.testing.assert_array_equal(y, labels)
+    assert info["feature_names"][0] == "p0" and info["label_source"] == "column 'label'"
+    q = tmp_path / "b.csv"
+    np.savetxt(q, np.c_[flat, labels], delimiter=",")
+    X, y, info = load_file(q, target_key=-1, return_info=True)
+    np.testing.assert_array_equal(y, labels)
+    assert info["label_source"] == "column 24" and "no header row" in info["description"]
+
+
+def test_load_file_bool_and_complex(tmp_path):
+    b = tmp_path / "b.npy"
+    np.save(b, np.eye(3, dtype=bool))
+    X, _ = load_file(b)
+    np.testing.assert_array_equal(X, np.eye(3))
+    c = tmp_path / "c.npy"
+    np.save(c, np.ones((3, 2)) + 1j)
+    with pytest.raises(ValueError, match="complex data .* not supported; pass the real part"):
+        load_file(c)
+    np.savez(tmp_path / "c.npz", X=np.ones((3, 2)) + 1j, y=[0, 1, 0])
+    with pytest.raises(ValueError, match="complex data"):
+        load_file(tmp_path / "c.npz")
