@@ -20,10 +20,15 @@ demo copy, 5 objects at 16x16, one run, two ablation variants).
 
 Usage::
 
-    python -m ntnumba.reproduce                       # full run, writes docs/
+    python -m ntnumba.reproduce                       # full run, writes ./reproduce-results/
+    python -m ntnumba.reproduce --out docs            # the same, replacing the committed page
     python -m ntnumba.reproduce --datasets orl --runs 2 --out /tmp/r
-    python -m ntnumba.reproduce --quick --out /tmp/r
+    python -m ntnumba.reproduce --quick --out /tmp/r   # no data folder needed
     python -m ntnumba.reproduce --suite dev           # held-out data sets (ntnumba/devsuite.py)
+
+The data sets are read through :func:`ntnumba.datasets.get_data_home` (``NTNUMBA_DATA`` or
+``../shared/data``; see ``docs/datasets.md``). When one is missing the command says so in one
+line and exits with status 1 before creating anything.
 """
 import argparse
 import datetime
@@ -95,6 +100,10 @@ ABLATION = [
 QUICK_ABLATION = ("default", "paper (literal): assign=paper, init=random, scaling=None")
 
 
+#: Default output folder (relative to the working directory; never the package's docs/).
+OUT = "reproduce-results"
+
+
 # --------------------------------------------------------------------------- helpers
 def _log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -115,6 +124,18 @@ def load(name):
     loader = {"coil20": datasets.load_coil20, "orl": datasets.load_orl,
               "yaleb": datasets.load_yaleb}[name]
     return loader("paper")
+
+
+def load_all(names, parser):
+    """``{name: (X, y)}``; a missing data set ends the command in one line (status 1)."""
+    data = {}
+    for d in names:
+        try:
+            data[d] = load(d)
+        except FileNotFoundError as exc:
+            parser.exit(1, f"{parser.prog}: error: {NAMES[d]}: {exc} ('--quick' runs on the "
+                           "copy of COIL-20 shipped with the package)\n")
+    return data
 
 
 def _scores(y, labels):
@@ -531,7 +552,10 @@ def main(argv=None):
                     help="iterations of the alternating rules in the ablation")
     ap.add_argument("--no-ablation", action="store_true")
     ap.add_argument("--no-knn", action="store_true")
-    ap.add_argument("--out", default="docs", help="output folder (results.md, results.json)")
+    ap.add_argument("--out", default=OUT,
+                    help=f"output folder of results.md, results.json and the plots, created "
+                         f"if needed (default ./{OUT}; 'docs' replaces the committed results "
+                         "page of a source checkout)")
     args = ap.parse_args(argv)
 
     from . import NTClustering, __version__
@@ -554,6 +578,7 @@ def main(argv=None):
             ap.error(f"--datasets: unknown {d!r}; choose from coil20, orl, yaleb, demo")
     seeds = list(range(runs))
     abl_seeds = list(range(max(1, args.ablation_runs)))
+    data = load_all(datasets, ap)
     os.makedirs(args.out, exist_ok=True)
     eff = NTClustering().get_params()
     eff.update(defaults)
@@ -570,8 +595,7 @@ def main(argv=None):
         "defaults_effective": eff, "paper": PAPER, "paper_peers": PAPER_PEERS},
         "datasets": {}}
     for d in datasets:
-        _log(f"{NAMES[d]}: loading")
-        X, y = load(d)
+        X, y = data[d]
         C = int(np.unique(y).size)
         r = {"n_samples": int(X.shape[0]), "n_features": int(X.shape[1]), "n_clusters": C}
         _log(f"{NAMES[d]}: {X.shape[0]} x {X.shape[1]}, {C} classes; default x{runs}")

@@ -6,6 +6,7 @@ import inspect
 import itertools
 import os
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -15,7 +16,8 @@ from ntnumba import _driver, _reference
 from ntnumba.kernels import assign, update_theta
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-BENCH_MODULES = ["bench_stages", "bench_fit", "bench_compile"]
+# every benchmark file of the asv suite, so that a new one is run here too
+BENCH_MODULES = sorted(p.stem for p in (ROOT / "asv_bench" / "benchmarks").glob("bench_*.py"))
 PREFIXES = ("time_", "peakmem_", "track_", "mem_")
 
 
@@ -103,6 +105,37 @@ def test_bench_script_tiny(capsys):
     table = nb.format_table(res["summary"])
     assert "Stage 1 speed-up vs NumPy reference" in table
     assert res["reference_identical_assignments"] == 1.0
+    # the COIL-size targets are not applied to the tiny problem; the size-free ones are
+    assert "| (>= 50 at --size coil) |  |" in table
+    for name, _, target, met in res["summary"]:
+        if met is not None:
+            assert name in nb.SIZE_FREE, name
+    # progress on standard error, one line per phase
+    err = capsys.readouterr().err
+    for phase in ("--size tiny: loading", "Stages 1-3", "NumPy reference", "roof",
+                  "scikit-learn peers"):
+        assert re.search(rf"^\[bench +[\d.]+ s\] .*{re.escape(phase)}", err, flags=re.M), err
+
+
+def test_bench_targets_per_size():
+    import ntnumba.bench as nb
+    rows = [("full iteration (s, all threads)", 0.5, "<= 0.3 (goal 0.1)", False),
+            ("Stage 1 speed-up vs NumPy reference", 20.0, ">= 50", False),
+            ("float32 identical assignments", 0.9, ">= 0.99", False),
+            ("Stage 2 (s)", 0.1, "", None)]
+    coil = {"size": "coil", "problem": {"n": 1440, "M": 2100, "Cd": 20, "Cs": 2}}
+    assert nb._per_size(rows, coil) == rows
+    tiny = dict(coil, size="tiny", problem={"n": 120, "M": 64, "Cd": 4, "Cs": 2})
+    assert [r[3] for r in nb._per_size(rows, tiny)] == [None, None, False, None]
+    large = dict(coil, size="large", problem={"n": 1440, "M": 4200, "Cd": 20, "Cs": 2})
+    it = nb._per_size(rows, large)[0]
+    assert it[2].startswith("<= 0.6 ") and it[3] is True          # twice COIL's work
+
+
+def test_bench_options_have_help():
+    import ntnumba.bench as nb
+    for action in nb.build_parser()._actions:
+        assert action.help and len(action.help) > 10, action.option_strings
 
 
 @pytest.mark.parametrize("rule", ["objective", "paper"])

@@ -1,5 +1,8 @@
 """Smoke test of ``python -m ntnumba.reproduce --quick`` (shipped demo data, one run)."""
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 
@@ -33,3 +36,22 @@ def test_quick_reproduction_writes_consistent_results(tmp_path):
         assert 0.0 <= d["knn"][key] <= 100.0
     assert res["meta"]["total_minutes"] > 0
     assert np.isfinite(d["rejection"]["threshold"])
+
+
+def test_missing_data_fails_in_one_line_and_writes_nothing(tmp_path):
+    """Run from a folder (as from a source checkout) without the data: one line, status 1,
+    no ./docs and no output folder created."""
+    empty = tmp_path / "no-data"
+    empty.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    env = dict(os.environ, NTNUMBA_DATA=str(empty))
+    res = subprocess.run([sys.executable, "-m", "ntnumba.reproduce", "--datasets", "orl"],
+                         cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert lines[0].startswith("python -m ntnumba.reproduce: error: ORL (24x24): ")
+    assert "NTNUMBA_DATA" in lines[0] and "--quick" in lines[0]
+    assert os.listdir(work) == []
+
