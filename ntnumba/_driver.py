@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import _passes as P
+from . import _select
 from ._graph import (DEFAULT_SHARED, graph_codes, graph_init_tau, graph_partition,
                      shared_directions)
 from ._parallel import blas_limit
@@ -65,6 +66,8 @@ class Params:
     # numbers of shared principal directions removed (an int: that number)
     n_neighbors: int = 5
     n_shared: object = DEFAULT_SHARED
+    # what the graph's similarity needs from the data (ntnumba/_select.py): "auto" or "as-is"
+    representation: str = "auto"
     max_iter: int = 100
     tol: float = 1e-4
     # MM steps of Stage 3 per outer iteration, warm-started from the best of the current A and
@@ -201,6 +204,7 @@ def initialise(X, p, rng, verbose=0):
         # rows scaled to unit norm (the paper leaves them i.i.d. N(0, 1), of norm ~sqrt(N)):
         # then q = A x has the scale of x's features, the scale of the N(0, 1) tau and nu
         A /= np.linalg.norm(A, axis=1, keepdims=True)
+        A = _select.weighted_map(X, A, p.representation)  # features of very different scales
     else:
         A = None
     Q = compute_Q(X, A, p.learn_transform)
@@ -219,9 +223,8 @@ def initialise(X, p, rng, verbose=0):
         km.fit(np.asarray(Q, dtype=np.float64))
         tau = (km.cluster_centers_ - nu.mean(axis=0)).astype(dt)
     elif p.init == "graph":
-        labels, ginfo = graph_partition(Q, C, lambda1=p.lambda1, n_neighbors=p.n_neighbors,
-                                        n_shared=p.n_shared,
-                                        random_state=rng.randint(_INT32_MAX), verbose=verbose)
+        labels, ginfo = _select.partition(X, Q, C, p, rng.randint(_INT32_MAX),
+                                          verbose=verbose)
         tau = graph_init_tau(Q, labels, nu, C, rng).astype(dt)
         graph = {"n_shared": ginfo["n_shared"], "graph_cut": ginfo["ncut"][ginfo["n_shared"]],
                  "ncut": dict(ginfo["ncut"])}

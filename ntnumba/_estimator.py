@@ -10,7 +10,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _driver
-from . import _graph
+from . import _graph, _select
 from ._passes import best_scores as _best_scores
 from ._passes import tukey_fence as _tukey_fence
 from ._stage1 import RULES, assign
@@ -164,6 +164,15 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         ``"auto"``: the candidates (0, 1, 2, 4, 8, 16), the one whose graph has the smallest
         relaxed C-way normalised cut is used (no labels involved); the choice is in
         ``n_shared_``.
+    representation : {"auto", "as-is"}, default "auto"
+        What the graph's similarity (an angle between centred samples) sees. ``"auto"``:
+        when the largest feature standard deviation exceeds 10 times the median one, the
+        initial map ``A`` standardises the features (its columns scaled by ``1 / std``; with
+        ``learn_transform=False`` the graph alone sees them standardised); with at most 16
+        features, the graph compares the samples with an extra constant coordinate as large as
+        their median distance from the mean, so that the distance counts besides the angle.
+        Neither triggers on images. Both are decided from the data alone
+        (``ntnumba/_select.py``, ``docs/dev_results.md``). ``"as-is"``: neither.
     max_iter : int, default 1
         Maximum number of iterations (the paper runs 100). With ``assign="graph"`` the
         clustering does not depend on it; the iterations contract ``A X`` towards the clusters'
@@ -268,7 +277,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                  lambda0=0.03, lambda1=0.03, lambda_e=0.001, lambda_a=1.0, lambda2=16.0,
                  lambda3=16.0, lambda4=16.0, learn_transform=True, assign="graph",
                  online_fraction=None, online_rate=0.5, init="graph", n_neighbors=5,
-                 n_shared="auto", max_iter=1,
+                 n_shared="auto", representation="auto", max_iter=1,
                  tol=1e-4, n_init=1, scaling="rms", random_state=None, n_jobs=None, verbose=0,
                  warm_start=False):
         self.n_clusters = n_clusters
@@ -289,6 +298,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         self.init = init
         self.n_neighbors = n_neighbors
         self.n_shared = n_shared
+        self.representation = representation
         self.max_iter = max_iter
         self.tol = tol
         self.n_init = n_init
@@ -320,6 +330,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         init = check_choice(self.init, "init", INITS)
         n_neighbors = check_scalar(self.n_neighbors, "n_neighbors", low=1, integer=True)
         n_shared = self._check_n_shared()
+        representation = check_choice(self.representation, "representation",
+                                      set(_select.REPRESENTATIONS))
         frac = self.online_fraction
         if frac is not None:
             frac = check_scalar(frac, "online_fraction", low=0.0, low_inclusive=False, high=1.0)
@@ -337,7 +349,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         return _driver.Params(n_clusters=C, n_components=M, n_similarity=Cs, rule=rule,
                               init=init, online_fraction=frac, online_rate=rate,
                               n_neighbors=n_neighbors, n_shared=n_shared,
-                              max_iter=max_iter, tol=tol,
+                              representation=representation, max_iter=max_iter, tol=tol,
                               learn_transform=bool(self.learn_transform), **lam)
 
     def _check_n_shared(self):

@@ -238,9 +238,15 @@ def soft_threshold(Q, lambda1, *, overwrite=False):
     return out
 
 
-def graph_codes(Q, mean, V, lambda1):
-    """The graph's NT representations: shared directions removed, soft threshold (float64)."""
-    return soft_threshold(remove_shared(Q, mean, V), lambda1, overwrite=True)
+def graph_codes(Q, mean, V, lambda1, offset=None):
+    """The graph's NT representations: shared directions removed, soft threshold (float64).
+
+    ``offset`` (optional, one row): added to every centred row first (:mod:`ntnumba._select`).
+    """
+    Qc = remove_shared(Q, mean, V)
+    if offset is not None:
+        Qc += offset
+    return soft_threshold(Qc, lambda1, overwrite=True)
 
 
 def nt_similarity(Y, Z=None):
@@ -680,7 +686,7 @@ def copy_factor(sim, k):
 
 
 def graph_partition(Q, n_clusters, *, lambda1=0.03, n_neighbors=5, n_shared=DEFAULT_SHARED,
-                    random_state=None, return_all=False, knn="auto", verbose=0):
+                    random_state=None, return_all=False, knn="auto", verbose=0, offset=None):
     """Cluster the rows of ``Q`` on the k-NN graph of their NT similarity (module docs).
 
     Parameters
@@ -704,6 +710,8 @@ def graph_partition(Q, n_clusters, *, lambda1=0.03, n_neighbors=5, n_shared=DEFA
         The k-NN search (:func:`knn_search`).
     verbose : int, default 0
         Progress of every phase on stderr.
+    offset : None or array of shape (m,) (m = :func:`graph_width`)
+        Added to every centred row before the threshold (see :mod:`ntnumba._select`).
 
     Returns
     -------
@@ -745,11 +753,12 @@ def graph_partition(Q, n_clusters, *, lambda1=0.03, n_neighbors=5, n_shared=DEFA
     # codes (float64, n x m), split codes (float32, n x 2m), neighbour lists and the graph
     check_memory(n * m * 8 * 2 + n * m * 8 + n * (k + 1) * 64, "the k-NN graph")
     with _blas_policy():
-        labels, info = _partition(Q[:, :m], C, lambda1, k, cands, seed, return_all, knn, say)
+        labels, info = _partition(Q[:, :m], C, lambda1, k, cands, seed, return_all, knn, say,
+                                  offset)
     return labels, info
 
 
-def _partition(Q, C, lambda1, k, cands, seed, return_all, knn, say):
+def _partition(Q, C, lambda1, k, cands, seed, return_all, knn, say, offset=None):
     n, m = Q.shape
     # equal samples are one node: copies of a sample must not fill its neighbour list
     first, inverse = distinct_rows(Q)
@@ -779,7 +788,7 @@ def _partition(Q, C, lambda1, k, cands, seed, return_all, knn, say):
     copies = None  # near-copies per sample (copy_factor), from the first candidate's lists
     for r in cands:
         V = Vall[:r]
-        Y = graph_codes(Qd, mean, V, lambda1)
+        Y = graph_codes(Qd, mean, V, lambda1, offset)
         # K neighbours: enough to see near-copies (copy_factor) and to keep k g of them
         K = min(nd - 1, max(8 * k, 32) if copies is None else k * copies)
         nn, sim = knn_search(Y, K, exclude_self=True, method=knn, random_state=seed,
