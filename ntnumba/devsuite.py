@@ -28,7 +28,7 @@ the scikit-learn version): a rerun recomputes only the NT configurations. Writes
 
 Usage::
 
-    python -m ntnumba.reproduce --suite dev                 # 5 seeds, every data set, docs/
+    python -m ntnumba.reproduce --suite dev --out docs      # 5 seeds, every data set
     python -m ntnumba.reproduce --suite dev --quick --out /tmp/d      # 1 seed
     python -m ntnumba.reproduce --suite dev --datasets iris-raw,wine-raw --seeds 2 --out /tmp/d
 """
@@ -437,7 +437,9 @@ def build_parser():
     ap.add_argument("--cache", default=os.path.join(os.path.expanduser("~"), ".cache",
                                                     "ntnumba", "devsuite_peers.json"),
                     help="peer-result cache file ('' for none)")
-    ap.add_argument("--out", default="docs", help="output folder (dev_results.md, .json)")
+    ap.add_argument("--out", default="reproduce-results",
+                    help="output folder of dev_results.md and .json (default "
+                         "./reproduce-results; 'docs' replaces the committed page)")
     return ap
 
 
