@@ -83,6 +83,56 @@ def _pass_soft_scores(Xk, carry, match_k, est):
     return est._soft_scores(Xk, match=match_k)
 
 
+#: ``n_components="auto"``: the paper's M, or N when there are more features.
+AUTO_COMPONENTS = 2100
+#: ``fit`` warns when the largest feature standard deviation exceeds the median by this factor.
+SCALE_WARNING_RATIO = 100.0
+
+
+def auto_components(n_features):
+    """``n_components="auto"``: ``max(2100, N)`` (see :class:`NTClustering`).
+
+    Examples
+    --------
+    >>> from ntnumba._estimator import auto_components
+    >>> [auto_components(n) for n in (4, 500, 2100, 3000)]
+    [2100, 2100, 2100, 3000]
+    """
+    return int(max(n_features, AUTO_COMPONENTS))
+
+
+def _standard_scaler(X):
+    """Per-feature mean and 1 / standard deviation (float64; 1 for constant features)."""
+    mean = np.mean(X, axis=0, dtype=np.float64)
+    std = np.sqrt(np.mean(np.square(X - mean, dtype=np.float64), axis=0))
+    tiny = std <= 1e-12 * np.maximum(np.max(np.abs(X), axis=0), 1e-300)
+    return mean, np.where(tiny, 1.0, 1.0 / np.where(tiny, 1.0, std))
+
+
+def _warn_feature_scales(X):
+    """Warn when the feature standard deviations differ by orders of magnitude.
+
+    The ratio is the largest standard deviation over the median one of the non-constant
+    features: 2.2 on iris, 1.5 on digits and COIL-20, at most 2.1 on the paper's images, 388
+    on wine and 7829 on breast cancer (raw tabular data of mixed units).
+    """
+    if X.shape[0] < 2 or X.shape[1] < 2:
+        return
+    std = np.std(X, axis=0, dtype=np.float64)
+    live = std[std > 1e-12 * max(float(np.max(np.abs(X))), 1e-300)]
+    if live.size < 2:
+        return
+    ratio = float(np.max(live) / np.median(live))
+    if ratio > SCALE_WARNING_RATIO:
+        j = int(np.argmax(std))
+        warnings.warn(
+            f"X: the feature scales differ by orders of magnitude (standard deviation of "
+            f"feature {j}: {std[j]:.3g}, median {np.median(live):.3g}, ratio {ratio:.0f}); "
+            "the largest features dominate the clustering. Pass scaling='standard' (per "
+            "feature; --scaling standard) or scale the features first, e.g. with "
+            "sklearn.preprocessing.StandardScaler", UserWarning, stacklevel=4)
+
+
 @contextmanager
 def _numba_threads(n_jobs):
     """Map ``n_jobs`` to numba's thread count and restore it afterwards."""
@@ -114,9 +164,16 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     ----------
     n_clusters : int, default 8
         Number of clusters ``C`` (= number of dissimilarity parameters ``Cd``).
-    n_components : int, default 2100
+    n_components : int or "auto", default "auto"
         Dimension ``M`` of the NT representations (rows of ``A``); must be >= n_features when
-        ``learn_transform=True``. Ignored when ``learn_transform=False`` (then ``M = N``).
+        ``learn_transform=True``. ``"auto"``: ``M = max(2100, N)`` for ``N`` features: the
+        paper's 2100 up to 2100 features, and the smallest overcomplete map above (its cost
+        grows as ``N^3`` and ``A`` takes ``8 N^2`` bytes: reduce many thousands of features
+        first, e.g. with PCA). Fewer components are faster on few features but were less
+        stable: on iris (4 features) the adjusted Rand index over seeds 0-2 was 0.545 for
+        each at M = 2100 and from 0.05 to 0.58 at M = 32 to 1024. Ignored when
+        ``learn_transform=False`` (then ``M = N``). The value used is
+        ``components_.shape[0]``.
     n_similarity : int, default 2
         Number of similarity parameters ``Cs`` (>= 1).
     n_dissimilarity : None or int, default None
@@ -183,13 +240,20 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         Stop when the relative change of the objective is below ``tol``.
     n_init : int, default 1
         Restarts from different initialisations; the one with the lowest objective is kept.
-    scaling : {"rms", None}, default "rms"
+    scaling : {"rms", "standard", "none", None}, default "rms"
         ``"rms"`` multiplies the data by one scalar (learned in ``fit``, kept in ``scale_``) so
         that the mean squared feature value is 1, the scale of the paper's unit-variance images.
         The min-max score is not scale invariant (``sigma`` grows as the 4th power of the data
         scale, the data terms as the 2nd), so without it the same lambdas mean different models
-        for data in volts or millivolts. ``None`` uses the data as given (the paper's literal
-        setting when the images are already normalised).
+        for data in volts or millivolts. It keeps the relative scales of the features: right
+        for pixels, wrong for tabular data whose columns have different units (wine: NMI 0.03
+        unscaled). ``"standard"`` first centres every feature and divides it by its standard
+        deviation (learned in ``fit``: ``feature_mean_``, ``feature_scale_``; constant features
+        are only centred), as scikit-learn's ``StandardScaler``, then applies ``"rms"``. ``fit``
+        warns when the feature standard deviations differ by more than a factor 100 (largest
+        over median) and ``scaling`` is not ``"standard"``. ``"none"`` (or ``None``) uses the
+        data as given (the paper's literal setting when the images are already normalised).
+        ``"standard"`` is not supported by ``fit(X, chunk_size=...)`` and the Dask estimator.
     random_state : int, RandomState instance or None, default None
         Seed of every random draw (initialisation, online subsets).
     n_jobs : int or None, default None
@@ -224,6 +288,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         Number of features seen during fit.
     scale_ : float
         The factor applied to the data before the transform (1.0 with ``scaling=None``).
+    feature_mean_, feature_scale_ : ndarray of shape (n_features,)
+        ``scaling="standard"`` only: the data are ``(X - feature_mean_) * feature_scale_``
+        before ``scale_`` is applied.
     reject_threshold_ : float
         Threshold of ``predict(X, reject="auto")`` (see :meth:`predict`).
     outlier_scores_ : ndarray of shape (n_samples,)
@@ -257,7 +324,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     paper's setup in: ``assign="graph"`` and ``init="graph"`` (the paper's min-max rule collapses
     into one cluster, and the objective rule clusters at k-means level, below KMeans on all three
     data sets), ``max_iter=1`` (the paper: 100), ``scaling="rms"`` and unit-norm rows of the initial
-    A. The lambdas, ``n_components=2100`` and ``n_similarity=2`` are the paper's. The paper's
+    A. The lambdas, ``n_components`` (2100 up to 2100 features) and ``n_similarity=2`` are the
+    paper's. The paper's
     literal variant is ``NTClustering(C, assign="paper", init="random", scaling=None,
     max_iter=100)``.
 
@@ -273,7 +341,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     ((60,), (60, 40))
     """
 
-    def __init__(self, n_clusters=8, *, n_components=2100, n_similarity=2, n_dissimilarity=None,
+    def __init__(self, n_clusters=8, *, n_components="auto", n_similarity=2, n_dissimilarity=None,
                  lambda0=0.03, lambda1=0.03, lambda_e=0.001, lambda_a=1.0, lambda2=16.0,
                  lambda3=16.0, lambda4=16.0, learn_transform=True, assign="graph",
                  online_fraction=None, online_rate=0.5, init="graph", n_neighbors=5,
@@ -317,12 +385,18 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                 raise ValueError(f"n_dissimilarity: only None or n_clusters ({C}) is supported "
                                  f"(one tau per cluster), got {Cd}")
         Cs = check_scalar(self.n_similarity, "n_similarity", low=1, integer=True)
-        M = check_scalar(self.n_components, "n_components", low=1, integer=True)
+        if isinstance(self.n_components, str):
+            check_choice(self.n_components, "n_components", {"auto"})
+            M = auto_components(n_features)
+        else:
+            M = check_scalar(self.n_components, "n_components", low=1, integer=True)
         if not isinstance(self.learn_transform, (bool, np.bool_)):
             raise TypeError(f"learn_transform: expected a bool, got {self.learn_transform!r}")
         if self.learn_transform and M < n_features:
             raise ValueError(f"n_components: must be >= n_features ({n_features}) when "
-                             f"learn_transform=True (an overcomplete map), got {M}")
+                             f"learn_transform=True (an overcomplete map), got {M}; use "
+                             f"n_components='auto' (here {auto_components(n_features)}), "
+                             "reduce the features first (e.g. PCA), or learn_transform=False")
         lam = {name: check_scalar(getattr(self, name), name, low=0.0)
                for name in ("lambda0", "lambda1", "lambda_e", "lambda_a", "lambda2", "lambda3",
                             "lambda4")}
@@ -344,8 +418,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             if nj == 0:
                 raise ValueError("n_jobs: must be a positive integer, -1 or None, got 0")
         check_scalar(self.verbose, "verbose", low=0, integer=True)
-        if self.scaling is not None:
-            check_choice(self.scaling, "scaling", {"rms"})
+        self._scaling_mode()
         return _driver.Params(n_clusters=C, n_components=M, n_similarity=Cs, rule=rule,
                               init=init, online_fraction=frac, online_rate=rate,
                               n_neighbors=n_neighbors, n_shared=n_shared,
@@ -381,11 +454,36 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         check_finite(X, "X")
         return X
 
+    def _scaling_mode(self):
+        """``scaling`` validated: "rms", "standard" or None ("none")."""
+        if self.scaling is None or self.scaling == "none":
+            return None
+        return check_choice(self.scaling, "scaling", {"rms", "standard", "none"})
+
     def _rms_scale(self, X):
-        """:func:`ntnumba._driver.rms_scale` of the array ``X`` under ``self.scaling``."""
-        return _driver.rms_scale(MemoryBlocks(X), self.scaling)
+        """:func:`ntnumba._driver.rms_scale` of the array ``X`` (as ``_scaled`` sees it)."""
+        return _driver.rms_scale(MemoryBlocks(X), self._scaling_mode())
+
+    def _standardise(self, X, learn):
+        """``scaling="standard"``: ``X`` centred and scaled per feature, and the statistics
+        (learned from ``X`` when ``learn``, else the fitted ones); ``{}`` and ``X`` otherwise,
+        after the warning about feature scales when ``learn``."""
+        if self._scaling_mode() != "standard":
+            if learn:
+                _warn_feature_scales(X)
+            return X, {}
+        if learn:
+            mean, scale = _standard_scaler(X)
+        else:
+            mean, scale = self.feature_mean_, self.feature_scale_
+        Z = ((X - mean) * scale).astype(X.dtype, copy=False)
+        return np.ascontiguousarray(Z), {"feature_mean_": mean, "feature_scale_": scale}
 
     def _scaled(self, X, scale):
+        """``X`` as the model sees it: per-feature standardisation (if any), times ``scale``."""
+        if hasattr(self, "feature_mean_"):
+            Z = (X - self.feature_mean_) * self.feature_scale_
+            X = Z.astype(X.dtype, copy=False)
         if scale == 1.0:
             return X
         return X * X.dtype.type(scale)
@@ -443,9 +541,12 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         warm = self.warm_start and hasattr(self, "_state")
         checked = self if warm else clone(self)  # validation sets no attribute of self
         X = checked._check_X(X, reset=not warm)
-        return self._fit_source(MemoryBlocks(X), callback, checked)
+        X, stats = self._standardise(X, learn=not warm)
+        src = MemoryBlocks(X)
+        src.standardised = True
+        return self._fit_source(src, callback, checked, stats)
 
-    def _fit_source(self, src, callback, checked=None):
+    def _fit_source(self, src, callback, checked=None, stats=None):
         """Fit over a row-block source (:mod:`ntnumba._stream`, :mod:`ntnumba.dask`).
 
         Transactional: the fitted state is assembled aside and assigned at once at the end, so
@@ -457,6 +558,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             raise TypeError(f"warm_start: expected a bool, got {self.warm_start!r}")
         warm = self.warm_start and hasattr(self, "_state")
         p = self._params(src.N)
+        if self._scaling_mode() == "standard" and not getattr(src, "standardised", False):
+            raise ValueError("scaling: 'standard' is not supported by the chunked and Dask "
+                             "fits; standardise the features first (e.g. per-feature means and "
+                             "standard deviations from one pass) and use scaling='rms'")
         if src.n < p.n_clusters:
             raise ValueError(f"X: n_samples={src.n} should be >= n_clusters={p.n_clusters}")
         if warm and src.N != self.n_features_in_:
@@ -466,7 +571,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         seed = check_random_state(self.random_state).randint(_INT32_MAX)
         # every BLAS call of the fit (X A^T, the graph) under the fit's BLAS thread policy
         with _numba_threads(self.n_jobs), _driver.blas_context():
-            src.set_scale(self.scale_ if warm else _driver.rms_scale(src, self.scaling))
+            src.set_scale(self.scale_ if warm else _driver.rms_scale(src, self._scaling_mode()))
             w = None
             if warm:
                 w = (self._state, np.random.RandomState())
@@ -477,6 +582,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                 src, _driver.fitted_attributes(ctx, state, rng, p, seed))
         if warm and hasattr(self, "initial_labels_"):  # a continued fit keeps its start
             attrs.setdefault("initial_labels_", self.initial_labels_)
+        attrs.update(stats or {})
         self._set_fitted(attrs, checked, src)
         if state.interrupted:
             warnings.warn(f"fit interrupted: keeping iteration {state.n_iter}", RuntimeWarning)
@@ -554,6 +660,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         checked = self if (cont or from_fit) else clone(self)
         X = checked._check_X(X, reset=checked is not self)
         p = self._params(X.shape[1])
+        X, stats = self._standardise(X, learn=not (cont or from_fit))
         src = MemoryBlocks(X)
         seed = check_random_state(self.random_state).randint(_INT32_MAX)
         state = None
@@ -570,7 +677,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         else:
             rng = np.random.RandomState(check_random_state(self.random_state).randint(_INT32_MAX))
             stream = {"theta": None, "transform": None, "ref": None,
-                      "scale": _driver.rms_scale(src, self.scaling)}
+                      "scale": _driver.rms_scale(src, self._scaling_mode())}
         with _numba_threads(self.n_jobs), _driver.blas_context():
             src.set_scale(stream["scale"])
             attrs, stream = _driver.partial(src, state, rng, p, stream, forget, seed,
@@ -579,6 +686,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                                                if stream["ref"] is not None else False)
         stream["state"] = attrs["_state"]
         attrs["_stream_"] = stream
+        attrs.update(stats)
         self._set_fitted(attrs, checked)
         return self
 

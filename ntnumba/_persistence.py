@@ -22,6 +22,8 @@ key                       content
 ``reject_threshold_``     optional: float, the threshold of ``predict(X, reject="auto")``
 ``outlier_scores_``       optional: float64, (n_train,), the training samples' rejection scores
 ``probabilities_``        optional: float64, (n_train,), the soft score of the own cluster
+``feature_mean_``         ``scaling="standard"`` only: float64, (N,), per-feature means
+``feature_scale_``        ``scaling="standard"`` only: float64, (N,), 1 / standard deviations
 ``feature_names_in_``     optional: unicode strings, (N,), when fitted on a DataFrame
 ``n_shared_``             ``assign="graph"`` only: integer, shared directions removed
 ``graph_cut_``            ``assign="graph"`` only: float, normalised cut of the partition
@@ -57,7 +59,9 @@ _OPTIONAL = (("reject_threshold_", "reject_threshold_", float),
              ("shared_mean_", "shared_mean_", None),
              ("shared_components_", "shared_components_", None),
              ("fit_X_", "_fit_X", None), ("outlier_scores_", "outlier_scores_", None),
-             ("probabilities_", "probabilities_", None))
+             ("probabilities_", "probabilities_", None),
+             ("feature_mean_", "feature_mean_", None),
+             ("feature_scale_", "feature_scale_", None))
 _GRAPH = ("n_shared_", "graph_cut_", "shared_mean_", "shared_components_", "fit_X_")
 
 

@@ -31,9 +31,8 @@ import json
 import os
 import sys
 import time
+import math
 import warnings
-
-import numpy as np
 
 __all__ = ["main", "build_parser"]
 
@@ -43,10 +42,22 @@ __all__ = ["main", "build_parser"]
 DEMO = dict(resolution="32x32", seed=0, n_per_cluster=10)
 
 _LABEL_EXT = (".csv", ".npy")
+_COMMANDS = ("demo", "fit", "predict", "evaluate")
+#: First lines of a labels file read as its header even when the labels are strings.
+_LABEL_HEADERS = ("label", "labels", "target", "class", "y", "species", "cluster", "truth")
 
 
 class CLIError(Exception):
     """An error reported to the user as one line (no traceback)."""
+
+
+class _Version(argparse.Action):
+    """``--version``, reading the installed version only when asked (it takes a while)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from . import __version__
+        print(f"ntnumba {__version__}")
+        parser.exit(0)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -90,6 +101,11 @@ _positive_int = _int_at_least(1)
 _nonneg_int = _int_at_least(0)
 
 
+def _components(text):
+    """--n-components: a positive integer or 'auto'."""
+    return text if text == "auto" else _positive_int(text)
+
+
 def _n_shared(text):
     """'auto', an int, or comma-separated ints (the candidates tried)."""
     if text == "auto":
@@ -111,7 +127,7 @@ def _reject(text):
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected 'auto' or a number, got {text!r}") from None
-    if not np.isfinite(v):
+    if not math.isfinite(v):
         raise argparse.ArgumentTypeError(f"must be finite, got {text!r}")
     return v
 
@@ -121,7 +137,7 @@ def _nonneg_float(text):
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (np.isfinite(v) and v >= 0):
+    if not (math.isfinite(v) and v >= 0):
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
     return v
 
@@ -191,6 +207,7 @@ def _n_jobs(text):
 
 def write_labels(path, labels):
     """Write cluster labels as ``.npy`` (int64) or ``.csv`` (a header ``label``, one per line)."""
+    import numpy as np
     labels = np.asarray(labels).ravel()
     if path.lower().endswith(".npy"):
         np.save(path, labels.astype(np.int64))
@@ -203,6 +220,7 @@ def write_labels(path, labels):
 
 def _as_labels(values):
     """Strings -> int64 when they are all integers, else kept as strings."""
+    import numpy as np
     values = [v.strip() for v in values]
     try:
         return np.array([int(v) for v in values], dtype=np.int64)
@@ -226,6 +244,7 @@ def read_labels(path, key=None):
     array ``key``, or the labels :func:`ntnumba.datasets.load_file` finds (``Y``, ``gnd``,
     ``labels``, ``y``, ``target``).
     """
+    import numpy as np
     from .datasets import load_file
     if not os.path.exists(path):
         raise CLIError(f"labels file not found: {path}")
@@ -248,7 +267,8 @@ def read_labels(path, key=None):
         lines = _csv_sample(path)
         if not lines:
             raise CLIError(f"{path}: no labels in the file")
-        if _sniff_delimiter(lines) != "," or any("," in line for line in lines):
+        # a table when a delimiter splits the lines (not spaces: labels may contain them)
+        if _sniff_delimiter(lines) not in (",", "whitespace") or any("," in ln for ln in lines):
             _, y = load_file(path, target_key=None)     # a data table with a labels column
             if y is None:
                 raise CLIError(f"{path}: expected one label per line, or a table with a "
@@ -256,7 +276,8 @@ def read_labels(path, key=None):
             return y
         values = [line.strip() for line in lines]
         lab = _as_labels(values[1:])
-        if lab.dtype.kind in "if" and _as_labels(values[:1]).dtype.kind not in "if":
+        if (lab.dtype.kind in "if" and _as_labels(values[:1]).dtype.kind not in "if") or \
+                values[0].lower() in _LABEL_HEADERS:
             return lab                                    # a header line
         return _as_labels(values)
     if ext not in (".mat", ".npz", ".csv", ".txt", ".tsv"):
@@ -283,7 +304,7 @@ def _model_from_args(args, verbose):
         lambda4=args.lambda4, learn_transform=not args.no_transform, assign=args.assign,
         init=args.init, n_neighbors=args.n_neighbors, n_shared=args.n_shared,
         max_iter=args.max_iter, tol=args.tol, n_init=args.n_init,
-        scaling=None if args.scaling == "none" else args.scaling, random_state=args.seed,
+        scaling=args.scaling, random_state=args.seed,
         n_jobs=args.n_jobs, verbose=verbose)
 
 
@@ -299,6 +320,7 @@ def _fit_keeping_interrupt(model, X):
 
 
 def cmd_fit(args):
+    import numpy as np
     from .metrics import evaluate
     out = _check_output(args.out if args.out.endswith(".npz") else args.out + ".npz", "--out")
     labels_path = args.labels or (out[:-len(".npz")] + ".labels.csv")
@@ -331,6 +353,7 @@ def cmd_fit(args):
 
 
 def cmd_predict(args):
+    import numpy as np
     from ._persistence import load
     if args.out:
         _check_output(args.out, "--out", _LABEL_EXT)
@@ -347,6 +370,7 @@ def cmd_predict(args):
 
 
 def cmd_evaluate(args):
+    import numpy as np
     from .metrics import evaluate
     pred = read_labels(args.predicted, args.predicted_key)
     true = read_labels(args.truth, args.key)
@@ -364,6 +388,7 @@ def cmd_evaluate(args):
 
 
 def cmd_demo(args):
+    import numpy as np
     from sklearn.cluster import KMeans
 
     from . import __version__
@@ -381,8 +406,11 @@ def cmd_demo(args):
             plot = False
             _status("matplotlib is not installed: no pictures (pip install \"ntnumba[plot]\")")
         else:
-            os.makedirs(args.out_dir, exist_ok=True)
-            _check_output(os.path.join(args.out_dir, "clusters.png"), "--out-dir")
+            if args.out is None:      # never into the working tree unless asked
+                import tempfile
+                args.out = tempfile.mkdtemp(prefix="ntnumba-demo-")
+            os.makedirs(args.out, exist_ok=True)
+            _check_output(os.path.join(args.out, "clusters.png"), "--out")
     X, y = load_demo(args.resolution)
     images, _ = load_demo("32x32")
     n, N = X.shape
@@ -427,7 +455,7 @@ def cmd_demo(args):
                                plot_objective, plot_score_histogram)
         _status("[4/4] drawing the pictures ...", q)
         score, _ = assignment_scores(model, X)
-        p = os.path.join(args.out_dir, "clusters.png")
+        p = os.path.join(args.out, "clusters.png")
         plot_cluster_montage(images, model.labels_, (32, 32), n_per_cluster=DEMO["n_per_cluster"],
                              order=score, true_labels=y, path=p,
                              title="NTClustering on COIL-20: one row per cluster, "
@@ -437,10 +465,10 @@ def cmd_demo(args):
         written.append((p, f"{w} x {h} px, one row of {DEMO['n_per_cluster']} images per "
                            "cluster"))
         if model.n_iter_ > 1:
-            p = os.path.join(args.out_dir, "objective.png")
+            p = os.path.join(args.out, "objective.png")
             plot_objective(model, path=p)
             written.append((p, "700 x 320 px, objective per iteration"))
-        p = os.path.join(args.out_dir, "scores.png")
+        p = os.path.join(args.out, "scores.png")
         plot_score_histogram(score, threshold=model.reject_threshold_, path=p,
                              xlabel="assignment score (the rejection option's)")
         written.append((p, "600 x 350 px, assignment scores and the threshold of "
@@ -499,61 +527,10 @@ def _add_data_options(p):
                    help="zero mean and unit variance per sample (as the paper's images)")
 
 
-def build_parser():
-    """The :class:`argparse.ArgumentParser` of the ``ntnumba`` command.
-
-    Returns
-    -------
-    parser : argparse.ArgumentParser
-
-    Examples
-    --------
-    >>> from ntnumba.cli import build_parser
-    >>> args = build_parser().parse_args(["fit", "data.csv", "-k", "3", "--out", "model"])
-    >>> args.command, args.n_clusters
-    ('fit', 3)
-    """
-    from . import __version__
+def _add_fit_options(p):
     from ._estimator import ASSIGN_RULES, INITS, NTClustering
-    parser = _Parser(
-        prog="ntnumba",
-        description="Clustering with jointly learned nonlinear transforms (Kostadinov et al. "
-                    "2019), accelerated with numba.",
-        epilog="Run 'ntnumba COMMAND --help' for the options of a command.")
-    parser.add_argument("--version", action="version", version=f"ntnumba {__version__}")
-    parser.add_argument("--traceback", action="store_true",
-                        help="show Python tracebacks instead of one-line errors")
-    parser.add_argument("--blas-threads", type=_nonneg_int, default=1, metavar="N",
-                        help="threads of NumPy's BLAS (default 1: the numba kernels use the "
-                             "cores; 0 = BLAS default)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-
-    p = sub.add_parser("demo", help="cluster COIL-20 (shipped, offline) and compare with KMeans",
-                       description="Cluster the COIL-20 images shipped with the package, print "
-                                   "CA/NMI/ARI next to KMeans and, with matplotlib, write "
-                                   "pictures (cluster montage, score histogram, objective).")
-    p.add_argument("--out-dir", default="ntnumba-demo",
-                   help="folder for the pictures (default: ./ntnumba-demo)")
-    p.add_argument("--no-plot", action="store_true", help="do not draw pictures")
-    p.add_argument("--resolution", default=DEMO["resolution"],
-                   help=f"image size used for clustering (default {DEMO['resolution']}; "
-                        "'paper' = 20x25, '32x32' as shipped)")
-    p.add_argument("--n-components", type=_positive_int, default=None,
-                   help="M (default: the library's)")
-    p.add_argument("--max-iter", type=_positive_int, default=None,
-                   help="iterations (default: the library's; with more than one the objective "
-                        "per iteration is drawn too)")
-    p.add_argument("--seed", type=int, default=DEMO["seed"], help="random seed (default 0)")
-    p.add_argument("--n-jobs", type=_n_jobs, default=None,
-                   help="numba threads (default: all; -1 all)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    p.set_defaults(func=cmd_demo)
-
-    p = sub.add_parser("fit", help="fit a model to DATA; write the model and the labels",
-                       description="Fit NTClustering to DATA and write the model (.npz, load it "
-                                   "with ntnumba.load) and the training labels (.csv or .npy).")
-    p.add_argument("data", metavar="DATA", help="data file (.mat, .npz, .npy, .csv)")
+    p.add_argument("data", metavar="DATA", help="data file (.mat, .npz, .npy, or a .csv/.tsv/"
+                                                ".txt table)")
     p.add_argument("-k", "--n-clusters", type=_positive_int, required=True, metavar="C",
                    help="number of clusters")
     p.add_argument("-o", "--out", required=True, metavar="MODEL",
@@ -564,9 +541,11 @@ def build_parser():
                    help="also draw the objective per iteration (needs matplotlib)")
     g = p.add_argument_group("model (the NTClustering parameters; defaults as in the library)")
     d = NTClustering().get_params()
-    g.add_argument("--n-components", type=_positive_int, default=d["n_components"], metavar="M",
+    g.add_argument("--n-components", type=_components, default=d["n_components"],
+                   metavar="M|auto",
                    help=f"dimension of the NT representations, >= n_features unless "
-                        f"--no-transform (default {d['n_components']})")
+                        f"--no-transform; 'auto': max(2100, N) for N features "
+                        f"(default {d['n_components']})")
     g.add_argument("--n-similarity", type=_positive_int, default=d["n_similarity"],
                    metavar="CS", help=f"number of similarity parameters "
                                       f"(default {d['n_similarity']})")
@@ -586,8 +565,11 @@ def build_parser():
     g.add_argument("--tol", type=_nonneg_float, default=d["tol"], help=f"default {d['tol']}")
     g.add_argument("--n-init", type=_positive_int, default=d["n_init"],
                    help=f"restarts (default {d['n_init']})")
-    g.add_argument("--scaling", choices=("rms", "none"), default=d["scaling"] or "none",
-                   help=f"default {d['scaling'] or 'none'}")
+    g.add_argument("--scaling", choices=("rms", "standard", "none"),
+                   default=d["scaling"] or "none",
+                   help="rms: one factor for all features (images); standard: centre and "
+                        "scale every feature (tabular data with columns in different units); "
+                        f"none (default {d['scaling'] or 'none'})")
     for name in ("lambda0", "lambda1", "lambda_e", "lambda_a", "lambda2", "lambda3", "lambda4"):
         g.add_argument(f"--{name.replace('_', '-')}", type=_nonneg_float, default=d[name],
                        help=f"default {d[name]}")
@@ -596,7 +578,70 @@ def build_parser():
                    help="numba threads (default: all; -1 all)")
     _add_data_options(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def build_parser(commands=None):
+    """The :class:`argparse.ArgumentParser` of the ``ntnumba`` command.
+
+    ``commands``: the commands whose options are needed (default: all). The options of ``fit``
+    show the estimator's defaults, which imports numba and scikit-learn (seconds); ``ntnumba
+    --help`` and the other commands do without.
+
+    Returns
+    -------
+    parser : argparse.ArgumentParser
+
+    Examples
+    --------
+    >>> from ntnumba.cli import build_parser
+    >>> args = build_parser().parse_args(["fit", "data.csv", "-k", "3", "--out", "model"])
+    >>> args.command, args.n_clusters
+    ('fit', 3)
+    """
+    parser = _Parser(
+        prog="ntnumba",
+        description="Clustering with jointly learned nonlinear transforms (Kostadinov et al. "
+                    "2019), accelerated with numba.",
+        epilog="Run 'ntnumba COMMAND --help' for the options of a command.")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show the version and exit")
+    parser.add_argument("--traceback", action="store_true",
+                        help="show Python tracebacks instead of one-line errors")
+    parser.add_argument("--blas-threads", type=_nonneg_int, default=1, metavar="N",
+                        help="threads of NumPy's BLAS (default 1: the numba kernels use the "
+                             "cores; 0 = BLAS default)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("demo", help="cluster COIL-20 (shipped, offline) and compare with KMeans",
+                       description="Cluster the COIL-20 images shipped with the package, print "
+                                   "CA/NMI/ARI next to KMeans and, with matplotlib, write "
+                                   "pictures (cluster montage, score histogram, objective).")
+    p.add_argument("--out", "--out-dir", metavar="FOLDER", default=None,
+                   help="folder for the pictures, created if needed (default: a new temporary "
+                        "folder, printed at the end)")
+    p.add_argument("--no-plot", action="store_true", help="do not draw pictures")
+    p.add_argument("--resolution", default=DEMO["resolution"],
+                   help=f"image size used for clustering (default {DEMO['resolution']}; "
+                        "'paper' = 20x25, '32x32' as shipped)")
+    p.add_argument("--n-components", type=_components, default=None, metavar="M|auto",
+                   help="M (default: the library's)")
+    p.add_argument("--max-iter", type=_positive_int, default=None,
+                   help="iterations (default: the library's; with more than one the objective "
+                        "per iteration is drawn too)")
+    p.add_argument("--seed", type=int, default=DEMO["seed"], help="random seed (default 0)")
+    p.add_argument("--n-jobs", type=_n_jobs, default=None,
+                   help="numba threads (default: all; -1 all)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("fit", help="fit a model to DATA; write the model and the labels",
+                       description="Fit NTClustering to DATA and write the model (.npz, load it "
+                                   "with ntnumba.load) and the training labels (.csv or .npy).")
+    if commands is None or "fit" in commands:
+        _add_fit_options(p)
     p.set_defaults(func=cmd_fit)
+
 
     p = sub.add_parser("predict", help="cluster labels of DATA with a saved model",
                        description="Assign every sample of DATA to a cluster with a model "
@@ -651,13 +696,18 @@ def main(argv=None):
     ntnumba ...
     0
     """
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(commands=[a for a in argv if a in _COMMANDS])
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:   # --help, --version, usage errors: argparse's own status
         return exc.code if isinstance(exc.code, int) else 1
+    def one_line(message, category, *rest, **kw):
+        print(f"ntnumba {args.command}: warning: {message}", file=sys.stderr, flush=True)
+
     try:
-        with _blas_threads(args.blas_threads):
+        with _blas_threads(args.blas_threads), warnings.catch_warnings():
+            warnings.showwarning = one_line
             return args.func(args)
     except KeyboardInterrupt:
         if args.traceback:

@@ -74,7 +74,7 @@ def blobs(tmp_path_factory):
 # ------------------------------------------------------------------------------ demo
 def test_demo_runs_and_draws(tmp_path):
     pytest.importorskip("matplotlib")
-    res = run(["demo", "--out-dir", "pics"], cwd=tmp_path, jit=True)
+    res = run(["demo"], cwd=tmp_path, jit=True)
     assert res.returncode == 0, res.stderr
     out, err = res.stdout, res.stderr
     rows = {m[0]: tuple(map(float, m[1:]))
@@ -99,14 +99,31 @@ def test_demo_runs_and_draws(tmp_path):
     expected = {"clusters.png": (680, 1040), "scores.png": (600, 350)}
     if n_iter > 1:
         expected["objective.png"] = (700, 320)
-    assert sorted(os.listdir(tmp_path / "pics")) == sorted(expected)
+    # by default into a new temporary folder, nothing in the working directory
+    assert os.listdir(tmp_path) == []
+    folder = re.search(r"^wrote (.+)[/\\]clusters\.png ", out, flags=re.M).group(1)
+    assert os.path.basename(folder).startswith("ntnumba-demo-")
+    assert sorted(os.listdir(folder)) == sorted(expected)
     for name, size in expected.items():
-        path = tmp_path / "pics" / name
-        assert f"wrote {os.path.join('pics', name)} ({size[0]} x {size[1]} px" in out
+        path = os.path.join(folder, name)
+        assert f"wrote {path} ({size[0]} x {size[1]} px" in out
         w, h, img = decode_png(path)
         assert (w, h) == size
         assert float(np.std(img[..., :3])) > 0.05       # not a blank picture
     assert plotting.montage_size(20, cli.DEMO["n_per_cluster"]) == (680, 1040)
+    shutil.rmtree(folder)
+
+
+def test_demo_writes_into_the_named_folder(monkeypatch, capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["demo", "-q", "--resolution", "8x8", "--n-components", "64",
+                     "--out", "pics"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert os.listdir(tmp_path) == ["pics"]
+    assert sorted(os.listdir(tmp_path / "pics")) == ["clusters.png", "scores.png"]
+    assert f"wrote {os.path.join('pics', 'clusters.png')} (" in out
 
 
 def test_demo_without_matplotlib_says_so(monkeypatch, capsys, tmp_path):
@@ -189,6 +206,27 @@ def test_fit_reads_a_users_table(blobs):
     assert res.returncode == 0, res.stderr
     np.testing.assert_array_equal(np.loadtxt(blobs / "b.labels.csv", skiprows=1),
                                   ntnumba.load(blobs / "b.npz").predict(X > 0))
+
+
+def test_fit_scaling_and_auto_components(blobs):
+    """Columns in different units: a one-line warning, and --scaling standard as the fix."""
+    X = np.load(blobs / "X.npy") * np.array([1e-3, 1.0, 1.0, 5e3, 1.0, 1.0])
+    y = np.load(blobs / "blobs.npz")["y"]
+    np.savetxt(blobs / "units.csv", np.c_[X, y], delimiter=",",
+               header="a,b,c,d,e,f,target", comments="")
+    base = ["fit", "units.csv", "-k", "3", "--seed", "0", "--n-components", "12"]
+    res = run(base + ["-o", "u1"], cwd=blobs)
+    assert res.returncode == 0, res.stderr
+    warn = [ln for ln in res.stderr.splitlines() if "feature scales" in ln]
+    assert len(warn) == 1 and warn[0].startswith("ntnumba fit: warning: X: the feature scales "
+                                                 "differ by orders of magnitude"), res.stderr
+    assert "--scaling standard" in warn[0]
+    res = run(base + ["-o", "u2", "--scaling", "standard"], cwd=blobs)
+    assert res.returncode == 0 and "feature scales" not in res.stderr, res.stderr
+    assert "CA 1.000" in res.stdout
+    model = ntnumba.load(blobs / "u2.npz")
+    assert model.scaling == "standard"
+    np.testing.assert_allclose(model.feature_mean_, X.mean(axis=0))
 
 
 def test_ctrl_c_keeps_last_iterate(blobs):
@@ -277,6 +315,18 @@ def test_traceback_option_reraises(blobs, monkeypatch):
         cli.main(["--traceback", "fit", "missing.npz", "-k", "3", "-o", "m"])
 
 
+def test_help_imports_no_heavy_module():
+    """'ntnumba --help' (and 'import ntnumba') stay fast: no numba, NumPy, SciPy, scikit-learn
+    or pandas (the measured time is in the report; no timed test)."""
+    code = ("import sys; from ntnumba.cli import main; main(['--help']); import ntnumba; "
+            "print(sorted(m for m in ('numba', 'numpy', 'scipy', 'sklearn', 'pandas') "
+            "if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "usage: ntnumba" in res.stdout and res.stdout.strip().endswith("[]"), res.stdout
+
+
 def test_version_and_help(capsys):
     assert cli.main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"ntnumba {ntnumba.__version__}"
@@ -291,6 +341,11 @@ def test_read_labels_formats(tmp_path):
     np.save(tmp_path / "c.npy", np.array([[1], [2], [1]]))
     np.testing.assert_array_equal(cli.read_labels(str(tmp_path / "a.csv")), [3, 1, 3])
     assert cli.read_labels(str(tmp_path / "b.txt")).tolist() == ["cat", "dog", "cat"]
+    (tmp_path / "c.txt").write_text("species\nIris setosa\nIris virginica\n")
+    assert cli.read_labels(str(tmp_path / "c.txt")).tolist() == ["Iris setosa", "Iris virginica"]
+    (tmp_path / "t.csv").write_text("a;b;species\n1;2;x\n3;4;y\n")      # a data table
+    assert cli.read_labels(str(tmp_path / "t.csv"), "species").tolist() == ["x", "y"]
+    assert cli.read_labels(str(tmp_path / "t.csv"), "-1").tolist() == ["x", "y"]
     np.testing.assert_array_equal(cli.read_labels(str(tmp_path / "c.npy")), [1, 2, 1])
     cli.write_labels(str(tmp_path / "d.csv"), [0, 2])
     assert (tmp_path / "d.csv").read_text().split() == ["label", "0", "2"]

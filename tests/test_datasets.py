@@ -37,8 +37,9 @@ def real_home():
         if (home / "coil20" / "COIL20_32x32.mat").is_file():
             return home
     pytest.skip(
-        "real data sets not found: expected ../shared/data (relative to the repository) "
-        "or NTNUMBA_DATA holding coil20/, orl/, yaleb/"
+        "real data sets not found: set NTNUMBA_DATA to a folder holding coil20/, orl/, yaleb/ "
+        "(or put it at ../shared/data); where to get the files: docs/datasets.md, "
+        "'Getting the data'"
     )
 
 

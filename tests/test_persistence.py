@@ -150,8 +150,11 @@ def test_file_matches_the_documented_format(X, tmp_path):
     """Every key of a saved file is in the module's table, with the documented content."""
     documented = set(re.findall(r"^``(\w+)``\s", _persistence.__doc__, flags=re.M))
     graph_keys = {"n_shared_", "graph_cut_", "shared_mean_", "shared_components_", "fit_X_"}
-    for assign, expected in (("objective", documented - {"feature_names_in_"} - graph_keys),
-                             ("graph", documented - {"feature_names_in_"})):
+    standard_keys = {"feature_mean_", "feature_scale_"}        # scaling="standard" only
+    assert standard_keys <= documented
+    for assign, expected in (("objective", documented - {"feature_names_in_"} - graph_keys
+                              - standard_keys),
+                             ("graph", documented - {"feature_names_in_"} - standard_keys)):
         m = NTClustering(3, n_components=10, max_iter=2, random_state=0, assign=assign).fit(X)
         with np.load(m.save(tmp_path / assign), allow_pickle=False) as f:  # no pickle needed
             data = {k: f[k] for k in f.files}
