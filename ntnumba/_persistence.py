@@ -35,13 +35,27 @@ key                       content
 
 ``components_``, ``dissimilarity_`` and ``similarity_`` share one dtype (float32 or float64, the
 dtype of the training data). A reader of version ``v`` reads every file of a version ``<= v``
-and ignores keys it does not know; a file of a newer ``format_version`` is refused with a clear
-error, as are truncated, corrupted and foreign files (``ValueError`` naming the file). ``save``
+and ignores keys it does not know (they are never decompressed); a file of a newer
+``format_version`` is refused with a clear error, as are truncated, corrupted and foreign files
+(``ValueError`` naming the file).
+
+A model file is untrusted input. The reader decompresses only the keys above, one at a time,
+after checking each entry's ``.npy`` header: a plain numeric or string dtype (no objects, no
+pickle), the shape the model's own dimensions give (``n_features_in_`` and the parameters fix
+every dimension except the number of training samples ``n``, which ``labels_`` declares and
+``similarity_labels_`` and ``fit_X_`` must repeat), and a declared size that the archive's
+compressed bytes can hold (deflate expands at most 1032-fold) and that matches the size the
+archive records. The values are then checked: finite parameters, representations, shared
+directions and objective history, labels within ``[0, n_clusters)`` and
+``[0, n_similarity)``, a positive finite ``scale_``. Anything else is a ``ValueError`` naming the
+file and the entry. ``save``
 writes to a temporary file in the destination folder and renames it, so an interrupted save
 never leaves a truncated model behind.
 """
 import json
+import math
 import os
+import struct
 import uuid
 import zipfile
 import zlib
@@ -106,60 +120,169 @@ def save_model(model, path):
     return path
 
 
-def _read(path):
-    """Every array of the archive, or a ValueError saying why the file is not readable."""
-    if os.path.isdir(path):
-        raise ValueError(f"path: {path} is a directory, not an ntnumba model file")
-    if not zipfile.is_zipfile(path):
-        raise ValueError(f"path: {path} is not an ntnumba model file (not an .npz archive; "
-                         "truncated, or some other kind of file)")
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            return {k: f[k] for k in f.files}
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError) as exc:
-        raise ValueError(f"path: {path} is not a readable ntnumba model file (truncated or "
-                         f"corrupted: {exc})") from None
+# Bounds of the reader (a model file is untrusted input: nothing is allocated or decompressed
+# before its declared size has been checked against the model's own dimensions).
+_MAX_SMALL = 1 << 20      # bytes of a scalar entry (``params`` JSON included)
+_MAX_NAME = 4096          # characters of a feature name
+_MAX_HEADER = 10_000      # bytes of an .npy header (numpy's own default limit)
+# Deflate expands at most 1032-fold: an entry declaring more data than that per compressed
+# byte is a lie, refused before any allocation (a margin for the .npy header and zip framing).
+_DEFLATE_RATIO = 1032
+_SLACK = 1 << 16
+_READER_ERRORS = (ValueError, TypeError, ArithmeticError, LookupError, AttributeError,
+                  RecursionError, NotImplementedError, UnicodeError, EOFError, SyntaxError,
+                  zipfile.BadZipFile, zlib.error, struct.error, OSError)
 
 
-def _scalar(data, key, kind, path):
-    a = data[key]
-    try:
-        if a.shape != ():
-            raise ValueError
-        return kind(a.item()) if kind is not str else str(a[()])
-    except (TypeError, ValueError):
-        raise ValueError(f"path: {path}: entry {key!r} is not a {kind.__name__} scalar "
-                         f"(dtype {a.dtype}, shape {a.shape}): corrupted model file") from None
+class _Archive:
+    """The entries of a model file, read one at a time and only on request.
+
+    ``header(key)`` parses the ``.npy`` header of an entry (dtype, shape), ``array(key, shape)``
+    checks the declared shape against ``shape`` (None: any, an int ``-1`` in it: that axis
+    free) and the declared size against the entry's compressed size, and only then
+    decompresses it into a preallocated array.
+    """
+
+    def __init__(self, path):
+        self.path = path
+        self.zip = zipfile.ZipFile(path)
+        self.infos = {}
+        for info in self.zip.infolist():
+            if info.filename.endswith(".npy"):
+                self.infos[info.filename[:-4]] = info
+
+    def close(self):
+        self.zip.close()
+
+    def __contains__(self, key):
+        return key in self.infos
+
+    def fail(self, msg):
+        raise ValueError(f"path: {self.path}: {msg}: corrupted model file")
+
+    def header(self, key):
+        info = self.infos[key]
+        with self.zip.open(info) as fp:
+            version = np.lib.format.read_magic(fp)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(
+                    fp, max_header_size=_MAX_HEADER)
+            elif version in ((2, 0), (3, 0)):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(
+                    fp, max_header_size=_MAX_HEADER)
+            else:
+                self.fail(f"entry {key!r} has an unknown .npy version {version}")
+            offset = fp.tell()
+        if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or (
+                dtype.kind not in "biufU"):
+            self.fail(f"entry {key!r} has dtype {dtype}, not a plain numeric or string dtype")
+        if not all(isinstance(d, int) and d >= 0 for d in shape):
+            self.fail(f"entry {key!r} has an invalid shape {shape}")
+        return dtype, tuple(shape), fortran, offset
+
+    def array(self, key, shape=None, kinds="biufU", max_bytes=None):
+        dtype, declared, fortran, offset = self.header(key)
+        if dtype.kind not in kinds:
+            self.fail(f"entry {key!r} has dtype {dtype}")
+        if shape is not None and (len(declared) != len(shape) or any(
+                s != -1 and s != d for s, d in zip(shape, declared))):
+            want = tuple("n" if s == -1 else s for s in shape)
+            self.fail(f"{key} has shape {declared}, expected {want}")
+        nbytes = dtype.itemsize * math.prod(declared)  # Python ints: no overflow
+        info = self.infos[key]
+        limit = info.compress_size * (
+            _DEFLATE_RATIO if info.compress_type != zipfile.ZIP_STORED else 1) + _SLACK
+        if max_bytes is not None and nbytes > max_bytes:
+            self.fail(f"entry {key!r} declares {nbytes} bytes (shape {declared}), more than "
+                      f"the {max_bytes} its kind allows")
+        if nbytes > limit or info.file_size != offset + nbytes:
+            self.fail(f"entry {key!r} declares {nbytes} bytes of data (shape {declared}) "
+                      f"in {info.compress_size} compressed bytes ({info.file_size} declared "
+                      "by the archive)")
+        out = np.empty(declared, dtype=dtype, order="F" if fortran else "C")
+        view = memoryview(out.reshape(-1, order="A").view(np.uint8)) if nbytes else None
+        with self.zip.open(info) as fp:
+            fp.read(offset)  # the header (at most _MAX_HEADER bytes)
+            got = fp.readinto(view) if nbytes else 0
+            if got != nbytes or fp.read(1):
+                self.fail(f"entry {key!r} holds {got} bytes, not the {nbytes} declared")
+        if not dtype.isnative:
+            out = out.astype(dtype.newbyteorder("="))
+        return out if out.flags.c_contiguous else np.ascontiguousarray(out)
+
+    def scalar(self, key, kind):
+        a = self.array(key, shape=(), max_bytes=_MAX_SMALL)
+        try:
+            if kind is str:
+                if a.dtype.kind != "U":
+                    raise TypeError
+                return str(a[()])
+            if a.dtype.kind == "U":
+                raise TypeError
+            value = a.item()
+            if kind is int and (isinstance(value, float) or a.dtype.kind == "b"):
+                raise TypeError
+            return kind(value)
+        except (TypeError, ValueError, OverflowError):
+            self.fail(f"entry {key!r} is not a {kind.__name__} scalar (dtype {a.dtype})")
 
 
 def _check_arrays(model, path):
-    """Shapes and dtypes consistent with each other and with the parameters."""
-    A, tau, nu = model.components_, model.dissimilarity_, model.similarity_
+    """Values consistent with the parameters: finite, labels in range, positive scale."""
     bad = None
-    if not all(a.ndim == 2 and a.dtype in (np.float32, np.float64) for a in (A, tau, nu)):
-        bad = "components_, dissimilarity_ and similarity_ must be 2-D float arrays"
-    elif not (A.dtype == tau.dtype == nu.dtype):
+    A, tau, nu = model.components_, model.dissimilarity_, model.similarity_
+    graph = [getattr(model, a) for a in ("_fit_X", "shared_mean_", "shared_components_")
+             if hasattr(model, a)]
+    if not (A.dtype == tau.dtype == nu.dtype):
         bad = "components_, dissimilarity_ and similarity_ have different dtypes"
-    elif A.shape[1] != model.n_features_in_:
-        bad = f"components_ has shape {A.shape}, n_features_in_ is {model.n_features_in_}"
-    elif tau.shape != (model.n_clusters, A.shape[0]):
-        bad = (f"dissimilarity_ has shape {tau.shape}, expected "
-               f"({model.n_clusters}, {A.shape[0]})")
-    elif nu.shape != (model.n_similarity, A.shape[0]):
-        bad = (f"similarity_ has shape {nu.shape}, expected "
-               f"({model.n_similarity}, {A.shape[0]})")
     elif not all(np.all(np.isfinite(a)) for a in (A, tau, nu)):
         bad = "the parameters contain NaN or inf"
-    elif (model.labels_.ndim != 1 or model.labels_.shape != model.similarity_labels_.shape
-          or model.labels_.dtype.kind not in "iu"
-          or model.similarity_labels_.dtype.kind not in "iu"):
-        bad = "labels_ and similarity_labels_ must be integer vectors of one length"
-    elif model.objective_history_.ndim != 1:
-        bad = "objective_history_ must be 1-D"
+    elif not all(np.all(np.isfinite(a)) for a in graph):
+        bad = "fit_X_, shared_mean_ or shared_components_ contain NaN or inf"
+    elif not np.all(np.isfinite(model.objective_history_)):
+        bad = "objective_history_ contains NaN or inf"
+    elif model.labels_.size and not (0 <= model.labels_.min()
+                                     and model.labels_.max() < model.n_clusters):
+        bad = (f"labels_ range from {model.labels_.min()} to {model.labels_.max()}, outside "
+               f"[0, {model.n_clusters})")
+    elif model.similarity_labels_.size and not (
+            0 <= model.similarity_labels_.min()
+            and model.similarity_labels_.max() < model.n_similarity):
+        bad = f"similarity_labels_ outside [0, {model.n_similarity})"
     elif not (np.isfinite(model.scale_) and model.scale_ > 0):
         bad = f"scale_ must be a positive number, got {model.scale_}"
+    elif model.n_iter_ < 0 or model.objective_history_.shape[0] > model.n_iter_:
+        bad = (f"n_iter_ is {model.n_iter_} with {model.objective_history_.shape[0]} "
+               "objective values")
+    elif np.any(np.isnan(getattr(model, "outlier_scores_", 0.0))):
+        bad = "outlier_scores_ contains NaN"
+    elif not np.all((0.0 <= getattr(model, "probabilities_", 0.0))
+                    & (getattr(model, "probabilities_", 0.0) <= 1.0)):
+        bad = "probabilities_ must be in [0, 1]"
+    elif np.isnan(getattr(model, "reject_threshold_", 0.0)):
+        bad = "reject_threshold_ is NaN"
+    elif not np.isfinite(getattr(model, "graph_cut_", 0.0)):
+        bad = "graph_cut_ is not finite"
     if bad:
         raise ValueError(f"path: {path}: {bad}: corrupted model file")
+
+
+def _params_from_json(text):
+    """The ``params`` entry as keyword arguments of NTClustering (TypeError if malformed)."""
+    params = json.loads(text)
+    if not isinstance(params, dict):
+        raise TypeError(f"params is a {type(params).__name__}, not an object")
+    out = {}
+    for k, v in params.items():
+        # JSON has no tuples: sequences (e.g. n_shared) come back as lists of numbers
+        if isinstance(v, list):
+            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+                raise TypeError(f"{k} is a list of non-numbers")
+            v = tuple(v)
+        elif not (v is None or isinstance(v, (bool, int, float, str))):
+            raise TypeError(f"{k} has a value of type {type(v).__name__}")
+        out[k] = v
+    return out
 
 
 def load(path):
@@ -194,63 +317,106 @@ def load(path):
     >>> bool(np.array_equal(ntnumba.load(path).predict(X), model.predict(X)))
     True
     """
-    from . import _driver
-    from ._estimator import NTClustering
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"path: no such model file: {path}")
-    data = _read(path)
-    if "format" not in data or data["format"].dtype.kind != "U" or (
-            _scalar(data, "format", str, path) != FORMAT):
+    if os.path.isdir(path):
+        raise ValueError(f"path: {path} is a directory, not an ntnumba model file")
+    with open(path, "rb"):  # PermissionError and the like as themselves
+        pass
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"path: {path} is not an ntnumba model file (not an .npz archive; "
+                         "truncated, or some other kind of file)")
+    archive = None
+    try:
+        archive = _Archive(path)
+        return _load(archive, path)
+    except ValueError as exc:
+        if str(exc).startswith(f"path: {path}"):
+            raise
+        raise ValueError(f"path: {path} is not a readable ntnumba model file (truncated or "
+                         f"corrupted: {exc})") from None
+    except _READER_ERRORS as exc:
+        raise ValueError(f"path: {path} is not a readable ntnumba model file (truncated or "
+                         f"corrupted: {type(exc).__name__}: {exc})") from None
+    finally:
+        if archive is not None:
+            archive.close()
+
+
+def _load(f, path):
+    """The model of the open archive ``f``: every entry checked before it is decompressed."""
+    from . import _driver
+    from ._estimator import NTClustering
+    if "format" not in f or f.header("format")[0].kind != "U" or (
+            f.scalar("format", str) != FORMAT):
         raise ValueError(f"path: {path} is not an ntnumba model file (no '{FORMAT}' marker)")
-    if "format_version" not in data:
+    if "format_version" not in f:
         raise ValueError(f"path: {path} has no format_version: corrupted model file")
-    version = _scalar(data, "format_version", int, path)
+    version = f.scalar("format_version", int)
     if version > FORMAT_VERSION:
         raise ValueError(f"path: {path} has model format version {version}, newer than this "
                          f"ntnumba reads ({FORMAT_VERSION}); upgrade ntnumba")
     if version < 1:
         raise ValueError(f"path: {path} has an invalid model format version {version}")
-    missing = [k for k in _ARRAYS + _SCALARS if k not in data]
+    missing = [k for k in _ARRAYS + _SCALARS if k not in f]
     if missing:
         raise ValueError(f"path: {path} is missing {missing}: truncated or corrupted model file")
     try:
-        params = json.loads(_scalar(data, "params", str, path))
-        # JSON has no tuples: sequences (e.g. n_shared) come back as lists
-        params = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}
-        model = NTClustering(**params)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"path: {path}: unreadable parameters ({exc}): corrupted model "
-                         "file") from None
-    for name in _ARRAYS:
-        setattr(model, name, data[name])
-    model.n_iter_ = _scalar(data, "n_iter_", int, path)
-    model.n_features_in_ = _scalar(data, "n_features_in_", int, path)
-    model.scale_ = _scalar(data, "scale_", float, path)
-    if "feature_names_in_" in data:
-        model.feature_names_in_ = data["feature_names_in_"].astype(object)
-    for key, attr, kind in _OPTIONAL:
-        if key in data:
-            setattr(model, attr, _scalar(data, key, kind, path) if kind is not None
-                    else data[key])
-    if getattr(model, "assign", None) == "graph":
-        missing = [k for k in _GRAPH if k not in data]
-        if missing:
-            raise ValueError(f"path: {path} is missing {missing} (needed by assign='graph'): "
-                             "truncated or corrupted model file")
-    _check_arrays(model, path)
-    N = model.n_features_in_
+        model = NTClustering(**_params_from_json(f.scalar("params", str)))
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise ValueError(f"path: {path}: unreadable parameters ({type(exc).__name__}: {exc}): "
+                         "corrupted model file") from None
+    model.n_iter_ = f.scalar("n_iter_", int)
+    model.n_features_in_ = N = f.scalar("n_features_in_", int)
+    model.scale_ = f.scalar("scale_", float)
+    if N < 1:
+        f.fail(f"n_features_in_ is {N}")
     try:
-        model._p = model._params(N)
+        p = model._params(N)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"path: {path}: invalid parameters ({exc}): corrupted model "
                          "file") from None
+    for key, attr, kind in _OPTIONAL:
+        if key in f and kind is not None:
+            setattr(model, attr, f.scalar(key, kind))
+    if p.rule == "graph":
+        missing = [k for k in _GRAPH if k not in f]
+        if missing:
+            raise ValueError(f"path: {path} is missing {missing} (needed by assign='graph'): "
+                             "truncated or corrupted model file")
+    # the declared shapes, from the model's own dimensions (n: the number of training samples)
+    M = p.n_components if p.learn_transform else N
+    C, Cs = p.n_clusters, p.n_similarity
+    float_kinds = "f"
+    model.components_ = f.array("components_", (M, N), float_kinds)
+    model.dissimilarity_ = f.array("dissimilarity_", (C, M), float_kinds)
+    model.similarity_ = f.array("similarity_", (Cs, M), float_kinds)
+    model.objective_history_ = f.array("objective_history_", (-1,), "f").astype(np.float64)
+    model.labels_ = f.array("labels_", (-1,), "iu").astype(np.int64)
+    n = model.labels_.shape[0]
+    model.similarity_labels_ = f.array("similarity_labels_", (n,), "iu").astype(np.int64)
+    for key in ("outlier_scores_", "probabilities_"):  # optional, per training sample
+        if key in f:
+            setattr(model, key, f.array(key, (-1,), "f").astype(np.float64))
+    if "feature_names_in_" in f:
+        model.feature_names_in_ = f.array("feature_names_in_", (N,), "U",
+                                          max_bytes=4 * _MAX_NAME * N).astype(object)
+    if p.rule == "graph":
+        r = model.n_shared_
+        if not 0 <= r <= M:
+            f.fail(f"n_shared_ is {r}, outside [0, {M}]")
+        model.shared_mean_ = f.array("shared_mean_", (M,), float_kinds)
+        model.shared_components_ = f.array("shared_components_", (r, M), float_kinds)
+        model._fit_X = f.array("fit_X_", (n, N), float_kinds)
+    _check_arrays(model, path)
+    model._p = p
     A = model.components_
     model._state = _driver.State(
-        A=A if model._p.learn_transform else None, tau=model.dissimilarity_,
+        A=A if p.learn_transform else None, tau=model.dissimilarity_,
         nu=model.similarity_, labels=model.labels_, similarity_labels=model.similarity_labels_,
         objective_history=list(model.objective_history_), n_iter=model.n_iter_)
-    if model._p.rule == "graph":
+    if p.rule == "graph":
         model._state.graph = {"n_shared": model.n_shared_, "graph_cut": model.graph_cut_}
     model._rng_state = np.random.RandomState(0).get_state()
     return model

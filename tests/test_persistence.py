@@ -258,3 +258,186 @@ def test_inconsistent_entries(saved, tmp_path, replace, match):
     path = _rewrite(saved, tmp_path / "bad.npz", **replace)
     with pytest.raises(ValueError, match=match):
         ntnumba.load(path)
+
+
+# ------------------------------------------------------------------------------ untrusted files
+def _npy_bytes(array=None, *, descr=None, shape=None, data=b""):
+    """An .npy file: a real array, or a crafted header (any descr/shape) followed by ``data``."""
+    import io
+    buf = io.BytesIO()
+    if array is not None:
+        np.lib.format.write_array(buf, np.asarray(array), allow_pickle=True)
+        return buf.getvalue()
+    np.lib.format.write_array_header_1_0(
+        buf, {"descr": descr, "fortran_order": False, "shape": shape})
+    return buf.getvalue() + data
+
+
+def _craft(src, dst, compress=zipfile.ZIP_DEFLATED, **entries):
+    """Copy ``src`` to ``dst`` with entries replaced by raw .npy bytes (``None``: dropped)."""
+    with zipfile.ZipFile(src) as z:
+        raw = {n[:-4]: z.read(n) for n in z.namelist()}
+    for k, v in entries.items():
+        if v is None:
+            raw.pop(k, None)
+        else:
+            raw[k] = v
+    with zipfile.ZipFile(dst, "w", compression=compress) as z:
+        for k, v in raw.items():
+            z.writestr(k + ".npy", v)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def graph_model(X):
+    return NTClustering(3, n_components=10, max_iter=2, random_state=0, assign="graph",
+                        n_shared=(0, 1), n_neighbors=4).fit(X)
+
+
+def test_ignored_keys_are_not_decompressed(saved, tmp_path, X):
+    """A 50 MB entry of zeros (50 kB compressed) that the format does not know: not read."""
+    import tracemalloc
+    path = tmp_path / "bomb.npz"
+    _craft(saved, path)
+    header = _npy_bytes(descr="|u1", shape=(50 << 20,))
+    with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED) as z:
+        with z.open("padding.npy", "w", force_zip64=True) as w:
+            w.write(header)
+            zeros = bytes(1 << 20)
+            for _ in range(50):
+                w.write(zeros)
+    assert os.path.getsize(path) < 1 << 20
+    tracemalloc.start()
+    try:
+        loaded = ntnumba.load(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5 << 20, peak
+    np.testing.assert_array_equal(loaded.predict(X), ntnumba.load(saved).predict(X))
+
+
+@pytest.mark.parametrize("key, shape", [
+    ("components_", (1 << 40, 5)),          # 72 TiB declared in a few bytes
+    ("labels_", (1 << 44,)),                # the free dimension n: bounded by the data's size
+    ("objective_history_", (1 << 40,)),
+])
+def test_huge_declared_shapes_are_refused_before_allocation(saved, tmp_path, key, shape):
+    descr = "<i8" if key == "labels_" else "<f8"
+    path = _craft(saved, tmp_path / "huge.npz",
+                  **{key: _npy_bytes(descr=descr, shape=shape, data=bytes(4096))})
+    with pytest.raises(ValueError, match=f"{key}.*(has shape|declares)"):
+        ntnumba.load(path)
+
+
+def test_declared_size_must_match_the_data(saved, tmp_path):
+    """A header declaring fewer elements than stored, or more: refused, not misread."""
+    for shape in ((30,), (40,)):
+        path = _craft(saved, tmp_path / "lie.npz",
+                      labels_=_npy_bytes(descr="<i8", shape=shape, data=bytes(8 * 36)))
+        with pytest.raises(ValueError, match="labels_"):
+            ntnumba.load(path)
+
+
+def _graph_entries(model):
+    return {"labels_": model.labels_, "similarity_labels_": model.similarity_labels_}
+
+
+@pytest.mark.parametrize("which", ["plain", "graph"])
+@pytest.mark.parametrize("key, value, match", [
+    ("components_", lambda m: np.where(np.eye(10, 5) > 0, np.nan, m.components_), "NaN"),
+    ("dissimilarity_", lambda m: m.dissimilarity_.astype(np.float32), "dtypes"),
+    ("labels_", lambda m: np.full_like(m.labels_, -1), r"labels_ range from -1"),
+    ("labels_", lambda m: np.full_like(m.labels_, 3), r"outside \[0, 3\)"),
+    ("labels_", lambda m: np.full(m.labels_.shape, np.nan), "'labels_' has dtype"),
+    ("similarity_labels_", lambda m: m.similarity_labels_ + 5, "similarity_labels_ outside"),
+    ("similarity_labels_", lambda m: m.similarity_labels_[:-1], "similarity_labels_ has shape"),
+    ("objective_history_", lambda m: np.r_[m.objective_history_, np.inf], "objective"),
+    ("objective_history_", lambda m: np.ones((2, 2)), "objective_history_ has shape"),
+    ("components_", lambda m: m.components_.astype(object), "components_"),
+    ("components_", lambda m: m.components_.astype(np.complex128), "dtype complex"),
+    ("n_iter_", lambda m: np.array(np.inf), "n_iter_"),
+    ("n_iter_", lambda m: np.array(1.5), "n_iter_"),
+    ("n_iter_", lambda m: np.array(-1), "n_iter_"),
+    ("n_features_in_", lambda m: np.array(10 ** 18), "n_features"),
+    ("n_features_in_", lambda m: np.array(True), "n_features_in_"),
+    ("scale_", lambda m: np.array("1.0"), "scale_"),
+    ("scale_", lambda m: np.array(np.nan), "scale_"),
+    ("reject_threshold_", lambda m: np.array(np.nan), "reject_threshold_"),
+    ("outlier_scores_", lambda m: np.full(m.labels_.shape, np.nan), "outlier_scores_"),
+    ("probabilities_", lambda m: np.full(m.labels_.shape, 1.5), "probabilities_"),
+    ("probabilities_", lambda m: m.probabilities_.astype(object), "probabilities_"),
+    ("params", lambda m: np.array("[" * 100000 + "]" * 100000), "unreadable parameters"),
+    ("params", lambda m: np.array("[1, 2]"), "unreadable parameters"),
+    ("params", lambda m: np.array('{"n_clusters": {"a": 1}}'), "unreadable parameters"),
+    ("params", lambda m: np.array('{"n_clusters": 1e400}'), "parameters"),
+    ("params", lambda m: np.array('{"n_clusters": 3, "n_components": 1000000000000}'),
+     "components_ has shape"),
+    ("format", lambda m: np.array(b"ntnumba-model"), "'format' has dtype"),
+    ("format_version", lambda m: np.array(1.0), "format_version"),
+    ("format_version", lambda m: np.array([1, 1]), "format_version has shape"),
+])
+def test_crafted_entries(model, graph_model, tmp_path, which, key, value, match):
+    m = model if which == "plain" else graph_model
+    src = m.save(tmp_path / "m")
+    path = _craft(src, tmp_path / "bad.npz", **{key: _npy_bytes(value(m))})
+    with pytest.raises(ValueError, match=match):
+        ntnumba.load(path)
+
+
+@pytest.mark.parametrize("key, value, match", [
+    ("fit_X_", lambda m: np.where(np.arange(5) == 2, np.nan, m._fit_X), "fit_X_"),
+    ("fit_X_", lambda m: m._fit_X[:, :4], "fit_X_ has shape"),
+    ("fit_X_", lambda m: m._fit_X[:-1], "fit_X_ has shape"),
+    ("shared_mean_", lambda m: np.full_like(m.shared_mean_, np.inf), "shared_mean_"),
+    ("shared_mean_", lambda m: m.shared_mean_[:3], "shared_mean_ has shape"),
+    ("shared_components_", lambda m: np.ones((1, 10)), "shared_components_ has shape"),
+    ("shared_components_", lambda m: np.full((m.n_shared_, 10), np.nan)[:, :9],
+     "shared_components_ has shape"),
+    ("n_shared_", lambda m: np.array(11), "n_shared_ is 11"),
+    ("n_shared_", lambda m: np.array(-1), "n_shared_ is -1"),
+    ("graph_cut_", lambda m: np.array(np.inf), "graph_cut_"),
+])
+def test_crafted_graph_entries(graph_model, tmp_path, key, value, match):
+    src = graph_model.save(tmp_path / "g")
+    path = _craft(src, tmp_path / "bad.npz", **{key: _npy_bytes(value(graph_model))})
+    with pytest.raises(ValueError, match=match):
+        ntnumba.load(path)
+
+
+def _fuzz_cases(raw, rng, n_trunc, n_flip):
+    for _ in range(n_trunc):
+        yield raw[:int(rng.integers(0, len(raw)))]
+    for _ in range(n_flip):
+        b = bytearray(raw)
+        for j in rng.integers(0, len(b), size=int(rng.integers(1, 4))):
+            b[j] ^= 1 << int(rng.integers(0, 8))
+        yield bytes(b)
+
+
+@pytest.mark.parametrize("which", ["plain", "graph"])
+@pytest.mark.parametrize("compress", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
+def test_fuzz_truncations_and_bit_flips(model, graph_model, X, tmp_path, which, compress):
+    """Every damaged file either loads into a model that predicts, or raises ValueError.
+
+    Uncompressed archives (``np.savez``) let the flips reach the .npy headers and the numbers;
+    compressed ones exercise the zip and zlib layers."""
+    m = model if which == "plain" else graph_model
+    raw = Path(_craft(m.save(tmp_path / "m"), tmp_path / "src.npz", compress)).read_bytes()
+    rng = np.random.default_rng(17 + compress)
+    bad = tmp_path / "fuzz.npz"
+    outcomes = {"ValueError": 0, "loaded": 0}
+    for case in _fuzz_cases(raw, rng, n_trunc=40, n_flip=120):
+        bad.write_bytes(case)
+        try:
+            loaded = ntnumba.load(bad)
+        except ValueError as exc:
+            assert str(exc).startswith("path:"), exc
+            outcomes["ValueError"] += 1
+            continue
+        outcomes["loaded"] += 1
+        with np.errstate(all="ignore"):
+            labels = loaded.predict(X)
+        assert labels.shape == (len(X),) and labels.min() >= 0
+        assert labels.max() < loaded.n_clusters
+    assert outcomes["ValueError"] > 0
