@@ -15,7 +15,7 @@ from ._passes import best_scores as _best_scores
 from ._passes import tukey_fence as _tukey_fence
 from ._stage1 import RULES, assign
 from ._stream import LocalBackend, MemoryBlocks
-from ._validation import check_choice, check_finite, check_scalar
+from ._validation import check_bool, check_choice, check_finite, check_scalar, check_seed
 
 INITS = {"random", "k-means++", "kmeans", "graph"}
 _INT32_MAX = np.iinfo(np.int32).max
@@ -390,14 +390,16 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             M = auto_components(n_features)
         else:
             M = check_scalar(self.n_components, "n_components", low=1, integer=True)
-        if not isinstance(self.learn_transform, (bool, np.bool_)):
-            raise TypeError(f"learn_transform: expected a bool, got {self.learn_transform!r}")
+        check_bool(self.learn_transform, "learn_transform")
+        check_bool(self.warm_start, "warm_start")
+        check_seed(self.random_state)
         if self.learn_transform and M < n_features:
             raise ValueError(f"n_components: must be >= n_features ({n_features}) when "
                              f"learn_transform=True (an overcomplete map), got {M}; use "
                              f"n_components='auto' (here {auto_components(n_features)}), "
                              "reduce the features first (e.g. PCA), or learn_transform=False")
-        lam = {name: check_scalar(getattr(self, name), name, low=0.0)
+        lam = {name: check_scalar(getattr(self, name), name, low=0.0,
+                                  low_inclusive=name != "lambda_a")
                for name in ("lambda0", "lambda1", "lambda_e", "lambda_a", "lambda2", "lambda3",
                             "lambda4")}
         rule = check_choice(self.assign, "assign", ASSIGN_RULES)
@@ -617,7 +619,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         labels of the last chunk with the updated parameters (as scikit-learn's
         ``MiniBatchKMeans``). With ``assign="graph"`` the graph partition of the first chunk
         is the reference set: later chunks are labelled by the k-NN vote of :meth:`predict`.
-        A call that raises leaves the model as it was. See ``docs/scaling.md``.
+        A call that raises leaves the model as it was. A model loaded by :func:`ntnumba.load`
+        continues from its parameters with fresh running sums (model files do not store them)
+        and says so with a ``RuntimeWarning``. See ``docs/scaling.md``.
 
         Parameters
         ----------
@@ -653,6 +657,11 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """
         forget = check_scalar(forget, "forget", low=0.0, low_inclusive=False, high=1.0)
         stream = getattr(self, "_stream_", None)
+        if stream is None and getattr(self, "_state", None) is getattr(self, "_loaded_state",
+                                                                       False):
+            warnings.warn("partial_fit: model files do not store the running sums of "
+                          "partial_fit; they restart from this chunk (earlier data count only "
+                          "through the loaded parameters)", RuntimeWarning, stacklevel=2)
         # a stream continues only from the state its last call left (a fit() in between
         # continues that fit with fresh running sums)
         cont = stream is not None and stream.get("state") is getattr(self, "_state", None)
@@ -987,10 +996,19 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         True
         """
         check_is_fitted(self)
-        X = self._check_X(X, reset=False)
+        # in float64 whatever the dtype of X: the cost of a float32 sample can exceed float32
+        X = self._check_X(X, reset=False).astype(np.float64, copy=False)
         with _numba_threads(self.n_jobs):
-            det = self._stage1(X, return_details=True)[4]
-        return -float(np.sum(det["cost"]))
+            cost = self._stage1(X, return_details=True)[4]["cost"]
+        with np.errstate(over="ignore"):
+            total = float(np.sum(cost, dtype=np.float64))
+        if not np.isfinite(total):
+            big = int(np.sum(~np.isfinite(cost)))
+            warnings.warn(f"score: the cost of {big or 'the sum of all'} sample(s) of X exceeds "
+                          "the float64 range (samples about 1e154 times the scale of the "
+                          "training data): the score is -inf. Such samples lie far outside the "
+                          "training data; check their units", RuntimeWarning, stacklevel=2)
+        return -total
 
     def save(self, path):
         """Save the fitted model to a versioned ``.npz`` file (no pickle); see :func:`ntnumba.load`.

@@ -297,7 +297,9 @@ def load(path):
     -------
     model : NTClustering
         Fitted: ``predict``, ``transform`` and ``score`` work as on the saved model. Warm
-        starting a loaded model restarts the random stream of the online variant.
+        starting a loaded model restarts the random stream of the online variant;
+        ``partial_fit`` on a loaded model restarts its running sums from the next chunk (they
+        are not stored) and says so with a ``RuntimeWarning``.
 
     Raises
     ------
@@ -419,4 +421,5 @@ def _load(f, path):
     if p.rule == "graph":
         model._state.graph = {"n_shared": model.n_shared_, "graph_cut": model.graph_cut_}
     model._rng_state = np.random.RandomState(0).get_state()
+    model._loaded_state = model._state  # partial_fit warns that its running sums restart
     return model

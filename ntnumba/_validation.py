@@ -59,3 +59,22 @@ def check_choice(value, name, choices):
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name}: expected one of {sorted(choices)}, got {value!r}")
     return value
+
+
+def check_bool(value, name):
+    """``value`` as a bool; a TypeError naming ``name`` for anything but True/False."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name}: expected a bool (True or False), got {value!r}")
+    return bool(value)
+
+
+def check_seed(value, name="random_state"):
+    """A ``random_state``: None, an int in [0, 2**32 - 1] or a ``numpy.random.RandomState``."""
+    if value is None or isinstance(value, np.random.RandomState):
+        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if 0 <= value <= 2 ** 32 - 1:
+            return value
+        raise ValueError(f"{name}: an integer seed must be in [0, 2**32 - 1], got {value!r}")
+    raise TypeError(f"{name}: expected None, an int in [0, 2**32 - 1] or a "
+                    f"numpy.random.RandomState, got {value!r}")

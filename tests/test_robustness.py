@@ -81,6 +81,13 @@ def test_wrong_number_of_features_at_predict():
     (dict(online_rate=2.0), ValueError, r"online_rate: must be <= 1"),
     (dict(n_jobs=0), ValueError, r"n_jobs: must be a positive integer, -1 or None"),
     (dict(learn_transform="yes"), TypeError, r"learn_transform: expected a bool"),
+    (dict(warm_start="no"), TypeError, r"warm_start: expected a bool"),
+    (dict(warm_start=None), TypeError, r"warm_start: expected a bool"),
+    (dict(random_state=-1), ValueError, r"random_state: an integer seed must be in"),
+    (dict(random_state=2 ** 40), ValueError, r"random_state: an integer seed must be in"),
+    (dict(random_state="seed"), TypeError, r"random_state: expected None, an int"),
+    (dict(random_state=1.5), TypeError, r"random_state: expected None, an int"),
+    (dict(lambda_a=0.0), ValueError, r"lambda_a: must be > 0"),
 ])
 def test_bad_hyper_parameters(params, exc, match):
     kw = dict(FAST)
@@ -132,6 +139,15 @@ def test_kernels_do_not_modify_inputs():
     assign(Q, tau, nu, 0.03, 0.03)
     candidate_nt(Q[0], tau[0], nu[0], 0.03, 0.03, safeguard=True)
     assert [_digest(a) for a in (Q, tau, nu)] == digests
+
+
+def test_warm_start_string_on_a_fitted_model_is_refused_before_any_change():
+    model = NTClustering(3, **FAST).fit(X0)
+    before = model.components_.copy()
+    model.set_params(warm_start="no")
+    with pytest.raises(TypeError, match="warm_start"):
+        model.fit(X0)
+    np.testing.assert_array_equal(model.components_, before)
 
 
 # ------------------------------------------------------------------------------ numerics
@@ -310,3 +326,52 @@ def test_property_fit_predict_tiny_random(X, C):
         return
     model.fit(X)
     _assert_finite_model(model, X)
+
+
+# ------------------------------------------------------------------------------ score
+def _score_reference(model, X):
+    """The score from the kernel's per-sample costs, in float64 (Fraction-free: the costs are
+    finite and well inside float64 for these inputs)."""
+    from ntnumba.kernels import assign as assign_kernel
+    Q = (X.astype(np.float64) * model.scale_) @ model.components_.astype(np.float64).T
+    det = assign_kernel(Q, model.dissimilarity_.astype(np.float64),
+                        model.similarity_.astype(np.float64), model.lambda0, model.lambda1,
+                        rule=model.assign, lambda_a=model.lambda_a, return_details=True)[-1]
+    return -float(np.sum(det["cost"]))
+
+
+def test_score_of_float32_rows_beyond_float32_range_is_computed_in_float64():
+    X, _ = _data(seed=6)
+    model = NTClustering(3, n_components=12, max_iter=3, random_state=0,
+                         assign="objective").fit(X.astype(np.float32))
+    big = (X * 1e19).astype(np.float32)  # costs ~1e40 > float32 max
+    got = model.score(big)
+    assert np.isfinite(got)
+    np.testing.assert_allclose(got, _score_reference(model, big), rtol=1e-6)
+
+
+def test_score_beyond_float64_range_is_minus_inf_with_a_warning():
+    X, _ = _data(seed=6)
+    model = NTClustering(3, n_components=12, max_iter=3, random_state=0,
+                         assign="objective").fit(X)
+    with pytest.warns(RuntimeWarning, match="exceeds the float64 range"):
+        assert model.score(X * 1e200) == -np.inf
+    np.testing.assert_allclose(model.score(X * 1e150), _score_reference(model, X * 1e150),
+                               rtol=1e-9)
+
+
+def test_partial_fit_after_load_says_the_running_sums_restart(tmp_path):
+    import warnings
+    import ntnumba
+    X, _ = _data(seed=7)
+    model = NTClustering(3, n_components=12, random_state=0, assign="objective")
+    model.partial_fit(X[:20]).partial_fit(X[20:])
+    loaded = ntnumba.load(model.save(tmp_path / "m"))
+    with pytest.warns(RuntimeWarning, match="running sums.*restart"):
+        loaded.partial_fit(X[:20])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        loaded.partial_fit(X[20:])          # the new stream's sums are kept: no warning
+        model.partial_fit(X[:20])           # never saved: no warning
+        refit = ntnumba.load(model.save(tmp_path / "m2")).fit(X)
+        refit.partial_fit(X[:20])           # fitted again after load: fit's usual continuation
