@@ -572,6 +572,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         seeds = check_random_state(self.random_state).randint(_INT32_MAX, size=self.n_init)
         seed = check_random_state(self.random_state).randint(_INT32_MAX)
         # every BLAS call of the fit (X A^T, the graph) under the fit's BLAS thread policy
+        # (also: the same BLAS calls whatever another thread's fit does meanwhile)
         with _numba_threads(self.n_jobs), _driver.blas_context():
             src.set_scale(self.scale_ if warm else _driver.rms_scale(src, self._scaling_mode()))
             w = None

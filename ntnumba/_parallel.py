@@ -1,14 +1,27 @@
 """Threads of this process: Stage 1's sample blocks and the large matrix products.
 
 One pool of Python threads per process serves both. Its size follows numba's thread count
-(:func:`numba.get_num_threads`), the one knob of the package's parallelism.
+(:func:`numba.get_num_threads`, which numba keeps per thread), the one knob of the package's
+parallelism.
 
 Large products are split by rows and each block is a separate single-thread BLAS call on these
 threads (:func:`matmul`), when the BLAS library is limited to one thread around them. The fit
 sets that limit (:data:`ntnumba._driver.BLAS_THREADS`). OpenBLAS's own worker threads keep spinning
 after a call and then compete with Stage 1's threads for the cores. Threads that return to this
 pool do not.
+
+No fit changes state that another thread reads without agreeing with it. The split of
+:func:`matmul` follows the :func:`blas_limit` contexts of the calling thread only (a context
+variable, copied into the pool tasks it submits). The BLAS thread count is one setting of the
+process: it is reference-counted over the open contexts of every thread (the smallest limit
+they ask for holds until the last context exits, then the original returns), so one fit's end
+never lifts another's limit and two fits in two threads make the same BLAS calls as each alone.
+OpenBLAS is set through ``openblas_set_num_threads_local`` when it has it (0.3.27 and later):
+its global ``openblas_set_num_threads`` called from a thread other than the main one is ignored
+once the main thread has changed the setting (OpenBLAS 0.3.30 and 0.3.31 here), so a fit in a
+worker thread ran with two BLAS threads and gave other bits than the same fit in the main thread.
 """
+import contextvars
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +33,13 @@ from numba import get_num_threads
 _POOL = {}  # (pid, worker count) -> ThreadPoolExecutor
 _POOL_LOCK = threading.Lock()
 _CONTROLLER = None
-_SERIAL = [0]  # depth of the blas_limit(1) contexts in effect (the BLAS setting is global)
+# depth of the blas_limit(1) contexts of this thread (copied into the pool tasks it submits)
+_SERIAL = contextvars.ContextVar("ntnumba_blas_serial", default=0)
+_LIBS = None  # (OpenBLAS setters openblas_set_num_threads_local, prefixes of the other libs)
+# the BLAS setting is process-wide: one entry per blas_limit context open in any thread
+_BLAS_LOCK = threading.Lock()
+_BLAS_HOLDERS = []   # the limits requested by the open contexts
+_BLAS_STATE = {"limiter": None, "limit": None, "original": None}
 # Products of fewer multiply-adds than this run as one call (the split costs ~50 us).
 _MIN_SPLIT = 1 << 23
 _BLOCK_ROWS = 128   # a split product has blocks of at least this many rows
@@ -64,7 +83,7 @@ def run_blocks(fn, bounds, nthreads):
                 return
             fn(bounds[b], bounds[b + 1])
 
-    futures = [pool(nthreads - 1).submit(worker) for _ in range(nthreads - 1)]
+    futures = [_submit(pool(nthreads - 1), worker) for _ in range(nthreads - 1)]
     try:
         worker()
     finally:
@@ -72,6 +91,16 @@ def run_blocks(fn, bounds, nthreads):
     for err in errors:
         if err is not None:
             raise err
+
+
+def _submit(executor, fn, *args):
+    """``executor.submit(fn, *args)`` run in a copy of this thread's context (its policy)."""
+    return executor.submit(contextvars.copy_context().run, fn, *args)
+
+
+def serial():
+    """True inside a :func:`blas_limit` (1) context of this thread: :func:`matmul` splits."""
+    return _SERIAL.get() > 0
 
 
 class _Done:
@@ -91,8 +120,8 @@ def background(fn, *args):
     (two single-thread LAPACK calls then share the cores); otherwise ``fn`` runs here, now.
     Call ``result()`` before leaving the ``blas_limit`` context.
     """
-    if _SERIAL[0] > 0 and get_num_threads() > 1:
-        return pool(get_num_threads() - 1).submit(fn, *args)
+    if serial() and get_num_threads() > 1:
+        return _submit(pool(get_num_threads() - 1), fn, *args)
     return _Done(fn, args)
 
 
@@ -108,23 +137,84 @@ def run_ranges(fn, n, blocks_per_thread=4, nthreads=None):
     run_blocks(fn, [(b * n) // nblocks for b in range(nblocks + 1)], nthreads)
 
 
-@contextmanager
-def blas_limit(n):
-    """Context limiting the BLAS libraries to ``n`` threads (threadpoolctl, one controller).
-
-    Inside ``blas_limit(1)``, :func:`matmul` splits large products over numba's threads.
-    """
+def _controller():
     global _CONTROLLER
     if _CONTROLLER is None:
         from threadpoolctl import ThreadpoolController
         _CONTROLLER = ThreadpoolController()
-    serial = int(n) == 1
-    with _CONTROLLER.limit(limits=n, user_api="blas"):
-        _SERIAL[0] += serial
+    return _CONTROLLER
+
+
+def _blas_libs():
+    """(OpenBLAS ``openblas_set_num_threads_local`` functions, prefixes of the other BLAS
+    libraries) of the BLAS libraries loaded."""
+    global _LIBS
+    if _LIBS is None:
+        local, shared = [], []
+        for lib in _controller().lib_controllers:
+            if lib.user_api != "blas":
+                continue
+            setter = getattr(getattr(lib, "dynlib", None), "openblas_set_num_threads_local",
+                             None)
+            if lib.internal_api == "openblas" and setter is not None:
+                local.append(setter)
+            else:
+                shared.append(lib.prefix)
+        _LIBS = (local, shared)
+    return _LIBS
+
+
+def _apply_blas_limit():
+    """Set the BLAS libraries to the smallest limit the open contexts request (under
+    _BLAS_LOCK); restore their original setting when none is open."""
+    local, shared = _blas_libs()
+    want = min(_BLAS_HOLDERS) if _BLAS_HOLDERS else None
+    st = _BLAS_STATE
+    if want == st["limit"]:
+        return
+    if want is None:
+        for f, old in zip(local, st["original"]):
+            f(old)
+        if st["limiter"] is not None:
+            st["limiter"].restore_original_limits()
+        st["limiter"] = st["original"] = None
+    else:
+        previous = [f(want) for f in local]
+        if st["original"] is None:
+            st["original"] = previous
+        if shared:
+            limiter = _controller().limit(limits={prefix: want for prefix in shared})
+            if st["limiter"] is None:
+                st["limiter"] = limiter  # the one that holds the original setting
+    st["limit"] = want
+
+
+@contextmanager
+def blas_limit(n):
+    """Context limiting the BLAS libraries to ``n`` threads (threadpoolctl, one controller).
+
+    Inside ``blas_limit(1)``, :func:`matmul` splits large products over numba's threads (in
+    this thread only). The BLAS setting is process-wide: while contexts of several threads
+    are open, the smallest limit they ask for holds, and the original setting returns when the
+    last one exits (one thread's exit never lifts another's limit).
+    """
+    n = int(n)
+    with _BLAS_LOCK:
+        _BLAS_HOLDERS.append(n)
         try:
-            yield
-        finally:
-            _SERIAL[0] -= serial
+            _apply_blas_limit()
+        except BaseException:
+            _BLAS_HOLDERS.remove(n)
+            raise
+    token = _SERIAL.set(_SERIAL.get() + 1) if n == 1 else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _SERIAL.reset(token)
+        with _BLAS_LOCK:
+            _BLAS_HOLDERS.remove(n)
+            _apply_blas_limit()
 
 
 def matmul(a, b, out=None):
@@ -148,7 +238,7 @@ def matmul(a, b, out=None):
     """
     n, k = a.shape
     m = b.shape[1]
-    if _SERIAL[0] == 0 or n < 2 * _BLOCK_ROWS or n * k * m < _MIN_SPLIT:
+    if not serial() or n < 2 * _BLOCK_ROWS or n * k * m < _MIN_SPLIT:
         return np.matmul(a, b, out=out)
     if out is None:
         out = np.empty((n, m), dtype=np.result_type(a.dtype, b.dtype))

@@ -69,12 +69,12 @@ def test_blas_limit_nests_and_restores():
     from threadpoolctl import threadpool_info
     before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
     with blas_limit(1):
-        assert _parallel._SERIAL[0] == 1
+        assert _parallel._SERIAL.get() == 1 and _parallel.serial()
         with blas_limit(1):
-            assert _parallel._SERIAL[0] == 2
+            assert _parallel._SERIAL.get() == 2
         with blas_limit(2):
-            assert _parallel._SERIAL[0] == 1
-    assert _parallel._SERIAL[0] == 0
+            assert _parallel._SERIAL.get() == 1
+    assert _parallel._SERIAL.get() == 0 and not _parallel.serial()
     assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before
 
 
@@ -189,3 +189,146 @@ def test_a_split_transposed_product_gives_the_same_bits_on_any_thread_count():
         numba.set_num_threads(old)
     for other in outs[1:]:
         np.testing.assert_array_equal(other, outs[0])
+
+
+# ------------------------------------------------------------------------------ concurrency
+def _blas_threads():
+    from threadpoolctl import threadpool_info
+    return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+
+def test_the_split_policy_belongs_to_the_thread_that_set_it(monkeypatch):
+    """Another thread's blas_limit(1) does not make this thread's products split, and pool
+    tasks submitted inside a context see that context."""
+    calls = []
+    real = _parallel.run_blocks
+    monkeypatch.setattr(_parallel, "run_blocks",
+                        lambda fn, bounds, n: (calls.append(len(bounds)), real(fn, bounds, n)))
+    a, b = np.ones((512, 128)), np.ones((128, 256))   # 2^24 multiply-adds: splittable
+    inside, release = threading.Event(), threading.Event()
+
+    def holder():
+        with blas_limit(1):
+            inside.set()
+            release.wait(10)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    try:
+        assert inside.wait(10)
+        assert not _parallel.serial()
+        np.testing.assert_array_equal(matmul(a, b), a @ b)
+        assert calls == []                       # not split: this thread set no limit
+        with blas_limit(1):
+            matmul(a, b)
+            assert len(calls) == 1               # split: this thread's own context
+            assert _parallel._submit(_parallel.pool(1), _parallel.serial).result()
+        assert not _parallel._submit(_parallel.pool(1), _parallel.serial).result()
+    finally:
+        release.set()
+        t.join()
+
+
+class _FakeController:
+    """A BLAS library with one process-wide setting (as MKL or BLIS), for the bookkeeping."""
+
+    def __init__(self):
+        self.threads = 4
+
+    def limit(self, limits):
+        ctl, original = self, self.threads
+        self.threads = min(limits.values())
+
+        class Limiter:
+            def restore_original_limits(self):
+                ctl.threads = original
+        return Limiter()
+
+
+def test_a_process_wide_blas_limit_is_reference_counted_across_threads(monkeypatch):
+    """One thread leaving its context keeps the limit of another thread's open context; the
+    original setting returns when the last context exits."""
+    fake = _FakeController()
+    monkeypatch.setattr(_parallel, "_LIBS", ([], ["libfakeblas"]))
+    monkeypatch.setattr(_parallel, "_BLAS_STATE", {"limiter": None, "limit": None,
+                                                   "original": None})
+    monkeypatch.setattr(_parallel, "_controller", lambda: fake)
+    entered, leave_a, left_a, leave_b = (threading.Event() for _ in range(4))
+    seen = {}
+
+    def a():
+        with blas_limit(1):
+            entered.set()
+            leave_a.wait(10)
+        left_a.set()
+
+    def b():
+        entered.wait(10)
+        with blas_limit(2):
+            seen["both open"] = fake.threads
+            leave_a.set()
+            left_a.wait(10)
+            seen["after A left"] = fake.threads
+            leave_b.wait(10)
+
+    threads = [threading.Thread(target=f) for f in (a, b)]
+    for t in threads:
+        t.start()
+    left_a.wait(10)
+    leave_b.set()
+    for t in threads:
+        t.join()
+    assert seen == {"both open": 1, "after A left": 2}
+    assert fake.threads == 4 and _parallel._BLAS_HOLDERS == []
+
+
+def _concurrency_fits():
+    rng = np.random.default_rng(5)
+    X1 = np.repeat(rng.standard_normal((4, 64)), 150, axis=0) + rng.standard_normal((600, 64))
+    X2 = np.repeat(rng.standard_normal((3, 48)), 200, axis=0) + rng.standard_normal((600, 48))
+    return [(X1, dict(n_clusters=4, n_components=256, random_state=0)),
+            (X2, dict(n_clusters=3, n_components=320, random_state=1))]
+
+
+def _fit(X, kw):
+    from ntnumba import NTClustering
+    return NTClustering(assign="objective", init="k-means++", max_iter=3, tol=0, **kw).fit(X)
+
+
+def _assert_same_fit(got, ref):
+    for name in ("components_", "dissimilarity_", "similarity_", "labels_",
+                 "objective_history_"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(ref, name), err_msg=name)
+
+
+def test_a_fit_in_another_thread_equals_the_fit_in_the_main_thread():
+    # after the main thread has set and restored the BLAS limit (any fit does), OpenBLAS's
+    # global setter is ignored from other threads: their fits ran with two BLAS threads
+    X, kw = _concurrency_fits()[0]
+    ref = _fit(X, kw)
+    out = []
+    t = threading.Thread(target=lambda: out.append(_fit(X, kw)))
+    t.start()
+    t.join()
+    _assert_same_fit(out[0], ref)
+
+
+def test_two_fits_in_two_threads_equal_the_sequential_fits_bit_for_bit():
+    jobs = _concurrency_fits()
+    fit = _fit
+    seq = [fit(X, kw) for X, kw in jobs]
+    for _ in range(2):
+        out = [None, None]
+        go = threading.Barrier(2)
+
+        def run(i):
+            go.wait(10)
+            out[i] = fit(*jobs[i])
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for ref, got in zip(seq, out):
+            _assert_same_fit(got, ref)
