@@ -5,6 +5,7 @@ the thresholding is a root of a quartic without a quadratic term) and of the tau
 Everything here is ``@njit`` and allocation-free except :func:`solve_quartic`, the Python entry
 point used by tests and by callers who want the roots themselves.
 """
+import sys
 import hashlib
 import os
 
@@ -22,7 +23,8 @@ _NEWTON_STEPS = 3
 # does (here: _theta -> _stage1 -> _quartic). _purge_stale_cache therefore stamps the cache
 # directory with a hash of the three kernel modules (and the numba version) and deletes their
 # cache files when the stamp differs. NTNUMBA_CACHE=0 disables the cache; so does a machine
-# where numba finds no writable cache location.
+# where numba finds no writable cache location, or a cache that fails to save or load a kernel
+# (a full disk): ntnumba._cache says so once and the kernels stay in memory.
 _KERNEL_MODULES = ("_quartic", "_stage1", "_theta")
 
 
@@ -30,9 +32,13 @@ def _cache_probe():  # pragma: no cover - never called, only decorated
     return 0
 
 
+def _cache_disabled():
+    return os.environ.get("NTNUMBA_CACHE", "1").strip().lower() in ("0", "false", "no", "off")
+
+
 def _cache_dir():
     """The directory numba caches this package's kernels in, or None (no cache possible)."""
-    if os.environ.get("NTNUMBA_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
+    if _cache_disabled():
         return None
     try:
         return njit(cache=True)(_cache_probe)._cache._cache_path
@@ -74,13 +80,24 @@ def _purge_stale_cache(cache_dir):
 
 
 def _init_cache():
+    """``cache=`` of the kernels; a cache that cannot be used is said once (ntnumba._cache)."""
+    import numba
+
+    from ._cache import warn_unusable
+    if _cache_disabled() or numba.config.DISABLE_JIT:  # nothing is compiled: nothing to cache
+        return False
     d = _cache_dir()
     if d is None:
+        warn_unusable(None, "numba finds no writable cache location: NUMBA_CACHE_DIR, the "
+                            "package's folder and the user's cache folder")
         return False
     try:
-        return _purge_stale_cache(d)
+        ok = _purge_stale_cache(d)
     except OSError:
-        return False
+        ok = False
+    if not ok:
+        warn_unusable(d, "its stamp file cannot be written")
+    return ok
 
 
 #: ``cache=`` of every kernel decorator in _quartic, _stage1 and _theta
@@ -340,3 +357,9 @@ def solve_quartic(coeffs):
     out = np.empty(8)
     cnt = _quartic_real_roots(c[1], c[2], c[3], c[4], out)
     return out[:cnt].copy()
+
+
+# a full or unwritable numba cache never fails a fit (ntnumba/_cache.py)
+from ._cache import guard as _cache_guard  # noqa: E402
+
+_cache_guard(sys.modules[__name__])

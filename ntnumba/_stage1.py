@@ -14,6 +14,7 @@ is the tau prior of Stage 2, so :func:`_solve_ratio` is written for generic inpu
 Precision: arrays are read in their own dtype (float32 or float64); every sum, the quartic and
 the returned scores are float64.
 """
+import sys
 import threading
 from contextlib import contextmanager
 
@@ -1253,3 +1254,9 @@ def assign(Q, tau, nu, lambda0, lambda1, *, rule="objective", lambda_a=1.0, safe
         cost[dead] = 0.5 * np.einsum("ij,ij->i", Qd, Qd) + adj[dead, labels[dead], slabels[dead]]
     details = {"F": F, "sP": SP, "adj": adj, "status": status, "cost": cost}
     return labels, slabels, Y, scores, details
+
+
+# a full or unwritable numba cache never fails a fit (ntnumba/_cache.py)
+from ._cache import guard as _cache_guard  # noqa: E402
+
+_cache_guard(sys.modules[__name__])

@@ -52,6 +52,7 @@ terms return; every subproblem decreased, the stage objective rose from 369 to 5
 Precision: Q and Y are read in their own dtype (float32 or float64); tau, nu, every sum and every
 objective value are float64; the returned tau and nu have the dtype of Q.
 """
+import sys
 import numpy as np
 from numba import get_num_threads, njit
 
@@ -1246,3 +1247,9 @@ def update_theta(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, lamb
         "nu_steps": det["nu_steps"],
     }
     return tau_out, nu_out, info
+
+
+# a full or unwritable numba cache never fails a fit (ntnumba/_cache.py)
+from ._cache import guard as _cache_guard  # noqa: E402
+
+_cache_guard(sys.modules[__name__])

@@ -375,3 +375,98 @@ def test_partial_fit_after_load_says_the_running_sums_restart(tmp_path):
         model.partial_fit(X[:20])           # never saved: no warning
         refit = ntnumba.load(model.save(tmp_path / "m2")).fit(X)
         refit.partial_fit(X[:20])           # fitted again after load: fit's usual continuation
+
+
+# ------------------------------------------------------------------------------ numba cache faults
+_CACHE_SCRIPT = r"""
+import errno, json, sys, warnings
+import numba.core.caching as caching
+fault = sys.argv[1]
+if fault == "full":            # every cache write fails as on a full disk
+    def _open_for_write(self, filepath):
+        raise OSError(errno.ENOSPC, "No space left on device", filepath)
+    caching.IndexDataCacheFile._open_for_write = _open_for_write
+elif fault == "read-only":     # no cache location is writable
+    def ensure_cache_path(self):
+        raise OSError(errno.EROFS, "Read-only file system", self.get_cache_path())
+    caching._CacheLocator.ensure_cache_path = ensure_cache_path
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import numpy as np
+    import ntnumba
+    from ntnumba import _quartic
+    from ntnumba.kernels import solve_quartic
+    roots = [solve_quartic([1.0, 0.0, -5.0, 0.0, 4.0]).tolist() for _ in range(2)]
+print(json.dumps({"roots": roots, "cache": bool(_quartic.CACHE),
+                  "warnings": [str(w.message) for w in caught
+                               if "cache" in str(w.message)]}))
+"""
+
+
+@pytest.mark.parametrize("fault, match", [
+    ("full", r"numba's cache directory .* cannot be used \(OSError: \[Errno 28\] No space left"),
+    ("read-only", r"numba's cache cannot be used \(numba finds no writable cache location"),
+])
+def test_a_full_or_unwritable_numba_cache_degrades_to_memory_with_one_warning(
+        tmp_path, fault, match):
+    import json
+    import os
+    import re
+    import subprocess
+    import sys
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"), NTNUMBA_CACHE="1")
+    proc = subprocess.run([sys.executable, "-c", _CACHE_SCRIPT, fault], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    for r in out["roots"]:  # x^4 - 5x^2 + 4 = (x^2 - 1)(x^2 - 4)
+        np.testing.assert_allclose(sorted(r), [-2.0, -1.0, 1.0, 2.0], atol=1e-12)
+    assert len(out["warnings"]) == 1, out["warnings"]
+    assert re.search(match, out["warnings"][0]), out["warnings"][0]
+    assert "NUMBA_CACHE_DIR" in out["warnings"][0]
+    assert out["cache"] == (fault == "full")
+
+
+def test_every_kernel_cache_is_guarded():
+    from numba.core.dispatcher import Dispatcher
+    from ntnumba import _quartic, _stage1, _theta
+    if not _quartic.CACHE:
+        pytest.skip("numba cache disabled on this machine")
+    kernels = [v for m in (_quartic, _stage1, _theta) for v in vars(m).values()
+               if isinstance(v, Dispatcher)]
+    assert len(kernels) > 20
+    unguarded = [k.__name__ for k in kernels
+                 if not getattr(k._cache, "_ntnumba_guarded", False)
+                 and type(k._cache).__name__ != "NullCache"]
+    assert unguarded == []
+
+
+def test_a_failing_cache_save_keeps_the_kernel_and_warns_once(monkeypatch):
+    import errno
+    from ntnumba import _cache
+
+    class Cache:
+        _cache_path = "/full/disk"
+
+        def save_overload(self, sig, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def load_overload(self, sig, ctx):
+            raise OSError(errno.EIO, "Input/output error")
+
+    class Disp:
+        def __init__(self):
+            self._cache = Cache()
+
+    monkeypatch.setattr(_cache, "_STATE", {"warned": False})
+    monkeypatch.setattr(_cache, "_GUARDED", [])
+    a, b = Disp(), Disp()
+    assert _cache._guard_one(a) and _cache._guard_one(b) and not _cache._guard_one(a)
+    cache_b = b._cache
+    with pytest.warns(RuntimeWarning, match=r"/full/disk cannot be used .*No space left"):
+        a._cache.save_overload("sig", "data")
+    assert type(a._cache).__name__ == type(b._cache).__name__ == "NullCache"
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cache_b.load_overload("sig", None) is None   # a second fault: no new warning

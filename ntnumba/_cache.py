@@ -1,0 +1,84 @@
+"""Faults of numba's on-disk cache: a full or unwritable cache never fails a fit.
+
+The kernels of :mod:`ntnumba._quartic`, :mod:`ntnumba._stage1` and :mod:`ntnumba._theta` are
+compiled with ``cache=True`` (see ``_quartic.CACHE``). numba writes a kernel's cache files right
+after compiling it, inside the call that needed it: on a full disk (``ENOSPC``) or an unwritable
+directory that write raised out of ``fit``. :func:`guard` wraps the cache of every kernel so that
+an ``OSError`` while saving or loading turns the on-disk cache off for the process (the kernels
+then live in memory only, as with ``NTNUMBA_CACHE=0``) with one ``RuntimeWarning`` that names the
+directory, the error and the fix. A machine where numba finds no writable cache location at all
+gets the same warning once at import, instead of compiling every kernel again in every process
+without a word (~16-40 s).
+"""
+import threading
+import warnings
+
+_LOCK = threading.Lock()
+_STATE = {"warned": False}
+_GUARDED = []  # the dispatchers whose cache is guarded
+
+
+def warn_unusable(path, reason):
+    """One RuntimeWarning per process: the on-disk cache is not used, why, and the fix."""
+    with _LOCK:
+        if _STATE["warned"]:
+            return
+        _STATE["warned"] = True
+    where = f"numba's cache directory {path}" if path else "numba's cache"
+    warnings.warn(
+        f"ntnumba: {where} cannot be used ({reason}): the compiled kernels are kept in memory "
+        "for this process only, and every new process compiles them again (about 16-40 s). "
+        "Fix: free space there or point NUMBA_CACHE_DIR at a writable directory; "
+        "NTNUMBA_CACHE=0 turns the cache off without this warning.", RuntimeWarning,
+        stacklevel=3)
+
+
+def _disable(exc, cache):
+    """Turn the on-disk cache off for every guarded kernel, with one warning."""
+    from numba.core.caching import NullCache
+    path = getattr(cache, "_cache_path", None)
+    with _LOCK:
+        dispatchers = list(_GUARDED)
+    for disp in dispatchers:
+        disp._cache = NullCache()
+    warn_unusable(path, f"{type(exc).__name__}: {exc}")
+
+
+def _guard_one(disp):
+    cache = getattr(disp, "_cache", None)
+    if cache is None or getattr(cache, "_ntnumba_guarded", False) or (
+            type(cache).__name__ == "NullCache"):
+        return False
+    save, load = cache.save_overload, cache.load_overload
+
+    def save_overload(sig, data):
+        try:
+            save(sig, data)
+        except OSError as exc:  # ENOSPC, EROFS, EACCES, EDQUOT ...: keep the compiled kernel
+            _disable(exc, cache)
+
+    def load_overload(sig, target_context):
+        try:
+            return load(sig, target_context)
+        except OSError as exc:  # unreadable cache: compile instead
+            _disable(exc, cache)
+            return None
+
+    cache.save_overload = save_overload
+    cache.load_overload = load_overload
+    cache._ntnumba_guarded = True
+    with _LOCK:
+        _GUARDED.append(disp)
+    return True
+
+
+def guard(*modules):
+    """Guard the on-disk cache of every numba kernel defined in ``modules``; returns how many
+    kernels were guarded."""
+    from numba.core.dispatcher import Dispatcher
+    count = 0
+    for module in modules:
+        for value in vars(module).values():
+            if isinstance(value, Dispatcher):
+                count += _guard_one(value)
+    return count
