@@ -15,11 +15,19 @@ the in-memory fit, so the result equals the in-memory fit up to rounding (same
 initialisation: see :data:`ntnumba._driver.REFERENCE_SIZE`). The iteration is the driver's
 (:mod:`ntnumba._driver`), the same as in memory; this module only says where the blocks live.
 
-Failures: the blocks are dask futures with their lineage; when a worker dies its blocks are
-recomputed on the others (dask's ``distributed.scheduler.allowed-failures`` retries per task).
-When dask gives up (``KilledWorker``, lost connection) the fit raises ``RuntimeError`` naming the
-cause; the input and the estimator's previous fitted state are unchanged.
+Failures (``docs/reliability.md``): the blocks are dask futures with their lineage; when a
+worker dies (even in the middle of an iteration) the scheduler recomputes its tasks and the
+blocks it held on the other workers, or on the worker the nanny restarts (dask's
+``distributed.scheduler.allowed-failures`` retries per task), and the fit goes on to the same
+result. When dask gives up (``KilledWorker``), the connection to the scheduler is lost, or a
+pass brings no result within ``timeout`` seconds (a stopped or hung worker: dask itself waits for
+``distributed.scheduler.worker-ttl``, 5 minutes by default, before it declares such a worker
+dead), the fit raises one ``RuntimeError`` naming the cause and the workers involved; the input
+and the estimator's previous fitted state are unchanged.
 """
+import contextlib
+import time
+
 import numpy as np
 
 try:
@@ -33,7 +41,12 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from ._estimator import NTClustering as _NTClustering
 from ._stream import _Blocks, check_source, max_abs, read_block, sum_square
 
-__all__ = ["NTClustering", "DaskBackend"]
+__all__ = ["NTClustering", "DaskBackend", "ClusterError"]
+
+
+class ClusterError(RuntimeError):
+    """The cluster failed a fit: a task dask gave up on, a lost scheduler, or a pass without a
+    result within ``timeout``; the message names the cause."""
 
 #: Exceptions of dask's scheduler turned into RuntimeError (by class name: they moved between
 #: distributed's modules over versions).
@@ -136,7 +149,11 @@ class DaskBackend(_Blocks):
     [(0, 4), (4, 8), (8, 10)]
     """
 
-    def __init__(self, client, X):
+    def __init__(self, client, X, timeout=None):
+        if timeout is not None:
+            from ._validation import check_scalar
+            timeout = check_scalar(timeout, "timeout", low=0.0, low_inclusive=False)
+        self.timeout = timeout
         X = _as_dask(X)
         _, self.n, self.N, self.dtype = check_source(X)
         self.X = X
@@ -150,21 +167,66 @@ class DaskBackend(_Blocks):
         nthreads = client.nthreads()
         self.n_threads = max(1, min(nthreads.values())) if nthreads else 1
 
-    def _gather(self, futures):
+    def _fail(self, cause, exc=None):
+        raise ClusterError(
+            f"ntnumba.dask: {cause}; the fit was abandoned. The input is unchanged and the "
+            "estimator keeps its previous state.") from exc
+
+    @contextlib.contextmanager
+    def _cluster_errors(self):
+        """Errors of the cluster (lost workers, scheduler or connection) as one RuntimeError."""
         try:
-            return self.client.gather(futures)
-        except Exception as exc:
-            if type(exc).__name__ in _CLUSTER_ERRORS:
-                raise RuntimeError(
-                    f"ntnumba.dask: the cluster lost the data or the task ({type(exc).__name__}: "
-                    f"{exc}); the fit was abandoned. The input is unchanged and the estimator "
-                    f"keeps its previous state. Check the workers (memory limits, crashes) or "
-                    f"raise distributed.scheduler.allowed-failures.") from exc
+            yield
+        except ClusterError:
             raise
+        except Exception as exc:
+            name = type(exc).__name__
+            if name == "KilledWorker":
+                self._fail(f"dask gave up on a task after its workers died ({exc}); check the "
+                           "workers (memory limits, crashes) or raise "
+                           "distributed.scheduler.allowed-failures", exc)
+            if name in _CLUSTER_ERRORS or isinstance(exc, OSError) or (
+                    self.client.status not in ("running", "connecting", "newly-created")):
+                self._fail(f"the cluster lost the data, a task or the connection to the "
+                           f"scheduler ({name}: {exc}; client status {self.client.status!r})",
+                           exc)
+            raise
+
+    def _wait(self, futures):
+        """Wait for ``futures``, at most ``timeout`` seconds (RuntimeError naming the workers
+        still busy with them)."""
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        pending = [f for f in futures if not f.done()]
+        while pending:
+            step = 1.0 if deadline is None else min(1.0, max(deadline - time.monotonic(), 0.0))
+            try:
+                distributed.wait(pending, timeout=step)
+            except (TimeoutError, distributed.TimeoutError):
+                pass
+            pending = [f for f in pending if not f.done()]
+            if self.client.status in ("closing", "closed", "failed"):
+                self._fail(f"the connection to the scheduler was lost (client status "
+                           f"{self.client.status!r})")
+            if pending and deadline is not None and time.monotonic() >= deadline:
+                keys = {f.key for f in pending}
+                try:
+                    busy = sorted(w for w, ks in self.client.processing().items()
+                                  if keys.intersection(ks))
+                except Exception:  # the scheduler does not answer either
+                    busy = ["(the scheduler does not answer)"]
+                self._fail(f"{len(pending)} task(s) brought no result within timeout="
+                           f"{self.timeout:g} s; workers still on them: {busy} (stopped, hung or "
+                           f"overloaded). Raise timeout= for slow passes")
+
+    def _gather(self, futures):
+        with self._cluster_errors():
+            self._wait(futures)
+            return self.client.gather(futures)
 
     def _raw_blocks(self):
         if self._raw is None:
-            self._raw = self.client.compute(list(self.X.to_delayed().ravel()))
+            with self._cluster_errors():
+                self._raw = self.client.compute(list(self.X.to_delayed().ravel()))
         return self._raw
 
     def max_abs(self):
@@ -197,6 +259,10 @@ class DaskBackend(_Blocks):
 
     def map(self, fn, block_args=None, common=(), *, use_x=True, use_carry=False, store=False,
             blocks=None, combine=None):
+        with self._cluster_errors():
+            return self._map(fn, block_args, common, use_x, use_carry, store, blocks, combine)
+
+    def _map(self, fn, block_args, common, use_x, use_carry, store, blocks, combine):
         xf = self._blocks()
         common = tuple(self.client.scatter(c, broadcast=True, hash=False)
                        if isinstance(c, np.ndarray) and c.nbytes > _SCATTER_BYTES else c
@@ -280,7 +346,7 @@ class NTClustering(_NTClustering):
     ((60,), 1, 1)
     """
 
-    def fit(self, X, y=None, *, callback=None, client=None):
+    def fit(self, X, y=None, *, callback=None, client=None, timeout=None):
         """Fit on the cluster; see :meth:`ntnumba.NTClustering.fit`.
 
         Parameters
@@ -292,10 +358,23 @@ class NTClustering(_NTClustering):
             As in :meth:`ntnumba.NTClustering.fit`.
         client : distributed.Client, optional
             Default: the active client.
+        timeout : float, optional
+            Seconds a pass over the blocks may wait for its results (one pass is a fraction
+            of an iteration). Past it the fit stops with :class:`ClusterError` naming the
+            workers still busy: the bound for a stopped or hung worker, which dask itself
+            declares dead only after ``distributed.scheduler.worker-ttl`` (5 minutes by
+            default). None: wait as long as dask does. A worker that dies is recovered
+            without it (its tasks are recomputed elsewhere).
 
         Returns
         -------
         self : NTClustering
+
+        Raises
+        ------
+        ClusterError
+            The cluster failed the fit (a ``RuntimeError``): the message names the cause. The
+            estimator keeps its previous state.
 
         Examples
         --------
@@ -310,7 +389,7 @@ class NTClustering(_NTClustering):
         >>> model.n_iter_
         2
         """
-        be = DaskBackend(_client(client), X)
+        be = DaskBackend(_client(client), X, timeout=timeout)
         try:
             return self._fit_source(be, callback)
         finally:

@@ -54,34 +54,103 @@ def test_dask_fit_equals_in_memory_fit(client, kw):
                                atol=1e-6 * np.max(np.abs(a.transform(X))))
 
 
-def test_worker_killed_mid_fit_recovers_or_fails_clearly(client):
+def _signal_during_pass(monkeypatch, client, iteration, sig):
+    """Make the first pass of iteration ``iteration`` send ``sig`` to one worker while the
+    pass's block tasks are queued and running (a task of the worker signals itself)."""
+    from ntnumba import dask as nd
+    real = nd.DaskBackend._map
+    done = []
+
+    def _map(self, *args):
+        if not done and self.n_iter_hint == iteration:
+            # queued on the worker ahead of the pass's tasks: it dies (or stops) holding the
+            # blocks of X and Y the pass needs, while the pass is being scheduled
+            addr, pid = sorted(self.client.run(os.getpid).items())[0]
+            self.client.submit(os.kill, pid, sig, workers=[addr], pure=False)
+            done.extend([True, addr])
+        return real(self, *args)
+
+    monkeypatch.setattr(nd.DaskBackend, "_map", _map)
+    monkeypatch.setattr(nd.DaskBackend, "n_iter_hint", 0, raising=False)
+    return done
+
+
+def test_worker_killed_during_an_iteration_is_recovered(client, monkeypatch):
+    """SIGKILL of a worker in the middle of an iteration's pass: dask recomputes its tasks and
+    blocks elsewhere and the fit ends with the result of an undisturbed fit."""
     from ntnumba.dask import NTClustering as DaskNT
     X, _ = _blobs()
-    X0 = X.copy()
     kw = dict(assign="objective", init="k-means++", max_iter=3, random_state=0)
     ref = NTClustering(3, n_components=24, **kw).fit(X)
-    killed = []
+    done = _signal_during_pass(monkeypatch, client, 2, signal.SIGKILL)
 
-    def kill_one_worker(state):
-        if state.n_iter == 1:   # after the first iteration: Y blocks live on the workers
-            addr, pid = sorted(client.run(os.getpid).items())[0]
-            os.kill(pid, signal.SIGKILL)
-            killed.append(addr)
+    def count(state):
+        from ntnumba import dask as nd
+        nd.DaskBackend.n_iter_hint = state.n_iter + 1
 
-    model = DaskNT(3, n_components=24, **kw)
     try:
-        model.fit(da.from_array(X, chunks=(30, 10)), callback=kill_one_worker)
-    except RuntimeError as exc:
-        assert "ntnumba.dask" in str(exc) and "input is unchanged" in str(exc)
-        assert not hasattr(model, "labels_")   # no half-fitted state
-    else:
-        local = model.to_local()
-        local.labels_ = model.labels_.compute()
-        local.similarity_labels_ = model.similarity_labels_.compute()
-        _assert_same_fit(ref, local)
-    assert killed
-    np.testing.assert_array_equal(X, X0)
-    client.wait_for_workers(2, timeout=60)
+        model = DaskNT(3, n_components=24, **kw).fit(da.from_array(X, chunks=(30, 10)),
+                                                     callback=count, timeout=120)
+    finally:
+        client.wait_for_workers(2, timeout=120)
+    assert len(done) == 2   # the kill happened
+    local = model.to_local()
+    local.labels_ = model.labels_.compute()
+    local.similarity_labels_ = model.similarity_labels_.compute()
+    _assert_same_fit(ref, local)
+
+
+def test_stopped_worker_fails_clearly_within_the_timeout(client, monkeypatch):
+    """SIGSTOP of a worker mid-pass: dask would wait 5 minutes (worker-ttl); with timeout the
+    fit stops with one ClusterError naming the worker, and the estimator is unchanged."""
+    import time
+    from ntnumba.dask import ClusterError, NTClustering as DaskNT
+    X, _ = _blobs()
+    kw = dict(n_components=24, assign="objective", max_iter=2, random_state=0)
+    client.wait_for_workers(2, timeout=120)
+    DaskNT(3, **kw).fit(da.from_array(X, chunks=(30, 10)))   # every worker has its kernels
+    pids = client.run(os.getpid)
+    done = _signal_during_pass(monkeypatch, client, 0, signal.SIGSTOP)
+    model = DaskNT(3, **kw)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(ClusterError, match=r"within timeout=20 s; workers still on them: "
+                                               r"\['tcp://"):
+            model.fit(da.from_array(X, chunks=(30, 10)), timeout=20)
+        elapsed = time.monotonic() - t0
+    finally:
+        for pid in pids.values():
+            os.kill(pid, signal.SIGCONT)
+    assert len(done) == 2 and elapsed < 90
+    assert not hasattr(model, "components_")
+    client.wait_for_workers(2, timeout=120)
+
+
+def test_cluster_errors_become_one_clear_error():
+    from ntnumba.dask import ClusterError, DaskBackend
+
+    class CommClosedError(OSError):
+        pass
+
+    class KilledWorker(Exception):
+        pass
+
+    class Client:
+        status = "running"
+
+    be = DaskBackend.__new__(DaskBackend)
+    be.client = Client()
+    for exc, match in ((CommClosedError("in <TCP (closed)>: Stream is closed"),
+                        r"lost the data, a task or the connection to the scheduler "
+                        r"\(CommClosedError"),
+                       (KilledWorker("attempted to run task x on 4 workers"),
+                        r"dask gave up on a task after its workers died")):
+        with pytest.raises(ClusterError, match=match):
+            with be._cluster_errors():
+                raise exc
+    with pytest.raises(ZeroDivisionError):   # not a cluster error: as itself
+        with be._cluster_errors():
+            1 / 0
 
 
 def test_dask_partial_fit_is_not_distributed(client):
