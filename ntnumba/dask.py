@@ -46,7 +46,16 @@ __all__ = ["NTClustering", "DaskBackend", "ClusterError"]
 
 class ClusterError(RuntimeError):
     """The cluster failed a fit: a task dask gave up on, a lost scheduler, or a pass without a
-    result within ``timeout``; the message names the cause."""
+    result within ``timeout``; the message names the cause.
+
+    The estimator keeps its previous state and the input is unchanged.
+
+    Examples
+    --------
+    >>> from ntnumba.dask import ClusterError
+    >>> issubclass(ClusterError, RuntimeError)
+    True
+    """
 
 #: Exceptions of dask's scheduler turned into RuntimeError (by class name: they moved between
 #: distributed's modules over versions).
@@ -136,6 +145,8 @@ class DaskBackend(_Blocks):
     client : distributed.Client
     X : dask.array.Array of shape (n_samples, n_features)
         Rechunked to whole rows per block. Not modified.
+    timeout : float, optional
+        Seconds a pass may wait for its results before :class:`ClusterError`; None: no limit.
 
     Examples
     --------
