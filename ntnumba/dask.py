@@ -227,7 +227,8 @@ class DaskBackend(_Blocks):
                     busy = ["(the scheduler does not answer)"]
                 self._fail(f"{len(pending)} task(s) brought no result within timeout="
                            f"{self.timeout:g} s; workers still on them: {busy} (stopped, hung or "
-                           f"overloaded). Raise timeout= for slow passes")
+                           f"overloaded; none listed: they wait for data of such a worker). "
+                           f"Raise timeout= for slow passes")
 
     def _gather(self, futures):
         with self._cluster_errors():
