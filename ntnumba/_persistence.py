@@ -401,6 +401,12 @@ def _load(f, path):
     for key in ("outlier_scores_", "probabilities_"):  # optional, per training sample
         if key in f:
             setattr(model, key, f.array(key, (-1,), "f").astype(np.float64))
+    for key in ("feature_mean_", "feature_scale_"):  # scaling="standard": per feature
+        if key in f:
+            value = f.array(key, (N,), "f").astype(np.float64)
+            if not np.all(np.isfinite(value)):
+                f.fail(f"{key} contains NaN or inf")
+            setattr(model, key, value)
     if "feature_names_in_" in f:
         model.feature_names_in_ = f.array("feature_names_in_", (N,), "U",
                                           max_bytes=4 * _MAX_NAME * N).astype(object)
