@@ -159,8 +159,8 @@ def shared_directions(Q, r, *, labels=None, random_state=None, return_sv=False):
     variation shared *inside* the clusters; used once a partition exists (the learned A
     contracts the clusters, after which the leading directions of the total scatter separate
     clusters instead). One symmetric eigendecomposition of the m x m scatter matrix (computed
-    over blocks of rows, no centred copy of ``Q``); ``random_state`` is kept for callers and
-    not used. With ``return_sv`` also the ``r`` singular values of the centred (scatter)
+    over blocks of rows, no centred copy of ``Q``), or of the n x n Gram matrix when
+    ``n < m``; ``random_state`` is kept for callers and not used. With ``return_sv`` also the ``r`` singular values of the centred (scatter)
     matrix.
 
     Examples
@@ -182,6 +182,8 @@ def shared_directions(Q, r, *, labels=None, random_state=None, return_sv=False):
     if r <= 0:
         return (mean, np.zeros((0, m))) + ((np.zeros(0),) if return_sv else ())
     with _blas_policy():
+        if n < m:  # fewer samples than columns: the n x n side
+            return _shared_small(Q, mean, r, labels, return_sv)
         if labels is None:
             G = _gram(Q, mean)
         else:
@@ -192,16 +194,39 @@ def shared_directions(Q, r, *, labels=None, random_state=None, return_sv=False):
                 mu = Q[sel].mean(axis=0, dtype=np.float64)
                 G -= sel.sum() * np.outer(mu, mu)
             G = 0.5 * (G + G.T)
-        if m <= 600 or 4 * r >= m:
-            w, U = eigh(G, subset_by_index=[m - r, m - 1])
-        else:  # Lanczos: r << m leading eigenpairs without the O(m^3) reduction
-            v0 = np.random.RandomState(0).uniform(-1.0, 1.0, m)
-            w, U = eigsh(G, k=r, which="LA", v0=v0, tol=1e-12)
-            order = np.argsort(w)
-            w, U = w[order], U[:, order]
-    w, U = w[::-1], U[:, ::-1]
+        w, U = _eig_top(G, r)
     sv = np.sqrt(np.maximum(w, 0.0))
     out = (mean, np.ascontiguousarray(U.T))
+    return out + (sv,) if return_sv else out
+
+
+def _eig_top(G, r):
+    """The ``r`` largest eigenpairs of the symmetric ``G``, descending."""
+    m = G.shape[0]
+    if m <= 600 or 4 * r >= m:
+        w, U = eigh(G, subset_by_index=[m - r, m - 1])
+    else:  # Lanczos: r << m leading eigenpairs without the O(m^3) reduction
+        v0 = np.random.RandomState(0).uniform(-1.0, 1.0, m)
+        w, U = eigsh(G, k=r, which="LA", v0=v0, tol=1e-12)
+    order = np.argsort(w)[::-1]
+    return w[order], U[:, order]
+
+
+def _shared_small(Q, mean, r, labels, return_sv):
+    """:func:`shared_directions` through the n x n Gram matrix (``n < m``)."""
+    Qc = np.asarray(Q, dtype=np.float64) - mean
+    if labels is not None:
+        labels = np.asarray(labels)
+        for c in np.unique(labels):
+            sel = labels == c
+            Qc[sel] -= Qc[sel].mean(axis=0)
+    K = Qc @ Qc.T
+    w, U = _eig_top(0.5 * (K + K.T), r)
+    sv = np.sqrt(np.maximum(w, 0.0))
+    V = (U.T @ Qc) / np.where(sv > 0, sv, 1.0)[:, None]
+    # orthonormal rows also where the spectrum is degenerate or zero
+    V = np.linalg.qr(V.T)[0].T if V.shape[0] else V
+    out = (mean, np.ascontiguousarray(V))
     return out + (sv,) if return_sv else out
 
 

@@ -199,9 +199,10 @@ def _print_ratios(row):
     for name, res in row["fits"].items():
         if name == "ntnumba" or "time" not in res:
             continue
+        mem = (f"{nt['peak_MB'] / res['peak_MB']:.2f}x" if res["peak_MB"] >= 1.0
+               else "n/a (peer below 1 MB above the loaded data)")
         print(f"{'':>9} ntnumba / {name}: time {nt['time'] / res['time']:.2f}x, "
-              f"peak memory {nt['peak_MB'] / max(res['peak_MB'], 1e-9):.2f}x, "
-              f"ARI {nt['ARI'] - res['ARI']:+.3f}", flush=True)
+              f"peak memory {mem}, ARI {nt['ARI'] - res['ARI']:+.3f}", flush=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

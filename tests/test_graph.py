@@ -381,3 +381,32 @@ def test_copy_factor():
     assert G.copy_factor(1.0 - d, 2) == 4            # three near-copies, then a jump
     smooth = 1.0 - np.linspace(0.1, 0.5, 10)[None, :].repeat(5, axis=0)
     assert G.copy_factor(smooth, 2) == 1
+
+
+@pytest.mark.parametrize("shape", [(80, 30), (30, 80)])   # the m x m and the n x n side
+def test_shared_directions_within_clusters_match_svd(shape):
+    rng = np.random.default_rng(21)
+    Q = rng.standard_normal(shape) * np.linspace(3.0, 0.1, shape[1])
+    labels = rng.integers(0, 3, shape[0])
+    W = Q.copy()
+    for c in range(3):
+        W[labels == c] -= W[labels == c].mean(axis=0)
+    _, sv, Vt = np.linalg.svd(W, full_matrices=False)
+    mean, V, got_sv = G.shared_directions(Q, 4, labels=labels, return_sv=True)
+    np.testing.assert_allclose(V.T @ V, Vt[:4].T @ Vt[:4], atol=1e-8)
+    np.testing.assert_allclose(got_sv, sv[:4], rtol=1e-8)
+    np.testing.assert_allclose(mean, Q.mean(axis=0))
+
+
+def test_bench_large_data_sets_are_structured():
+    from ntnumba.bench_large import make_data
+    for kind in ("blobs", "subspaces", "coil"):
+        X, y = make_data(kind, 300, 20, 4)
+        assert X.shape[0] == 300 and y.shape == (300,) and np.isfinite(X).all()
+    X, y = make_data("subspaces", 400, 30, 3)
+    # every sample lies (up to the 5% noise) in the 5-dimensional subspace of its cluster
+    for c in range(3):
+        sv = np.linalg.svd(X[y == c], compute_uv=False)
+        assert sv[5] < 0.2 * sv[4]
+    with pytest.raises(ValueError, match="kind"):
+        make_data("nope", 10, 5, 2)
