@@ -14,7 +14,7 @@ import importlib
 __all__ = ["NTClustering", "datasets", "kernels", "load", "metrics", "__version__"]
 
 #: name -> (module, attribute or None for the module itself)
-_LAZY = {"NTClustering": ("._estimator", "NTClustering"), "load": ("._persistence", "load"),
+_LAZY = {"NTClustering": ("._estimator", "NTClustering"), "load": ("._estimator", "load"),
          "datasets": (".datasets", None), "kernels": (".kernels", None),
          "metrics": (".metrics", None)}
 

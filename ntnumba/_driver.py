@@ -19,7 +19,6 @@ once per fit, as before this driver served every path.
 """
 import sys
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -28,7 +27,7 @@ from . import _passes as P
 from . import _select
 from ._graph import (DEFAULT_SHARED, graph_codes, graph_init_tau, graph_partition,
                      shared_directions)
-from ._parallel import blas_limit
+from ._parallel import blas_context  # noqa: F401 - the fit's BLAS policy, used as _driver.blas_context
 from ._passes import compute_Q  # noqa: F401 - the driver's name for it
 from ._stream import MemoryBlocks, block_rows
 from ._theta import data_terms, prior_up, solve_theta, theta_objective
@@ -234,19 +233,6 @@ def initialise(X, p, rng, verbose=0):
         raise ValueError(f"init: unknown {p.init!r}")
     return State(A=A, tau=np.ascontiguousarray(tau), nu=np.ascontiguousarray(nu))
 
-
-# BLAS threads during an iteration: the numba kernels run on every core; the BLAS calls between
-# them (X A^T, Y^T X, the Stage-3 products) run serially. On the shared 2-core machine two
-# OpenBLAS threads next to numba's OpenMP workers made one iteration 4.5x slower (3.7 s vs
-# 0.8 s, docs/performance.md). None: leave the BLAS thread count alone.
-BLAS_THREADS = 1
-
-
-def blas_context():
-    """Context with ``BLAS_THREADS`` BLAS threads (``None``: the BLAS setting is left alone)."""
-    if BLAS_THREADS is None:
-        return nullcontext()
-    return blas_limit(BLAS_THREADS)
 
 
 # ---------------------------------------------------------------------------------------------

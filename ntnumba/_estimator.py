@@ -9,7 +9,7 @@ from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluste
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _driver
+from . import _driver, _persistence
 from . import _graph, _select
 from ._passes import best_scores as _best_scores
 from ._passes import tukey_fence as _tukey_fence
@@ -1034,10 +1034,59 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         >>> path.endswith(".npz"), load(path).n_iter_ == model.n_iter_
         (True, True)
         """
-        from ._persistence import save_model
-        return save_model(self._portable(), path)
+        return _persistence.save_model(self._portable(), path)
+
+    def _restore_loaded(self, p):
+        """The iterate of a model read by :func:`load` (its arrays set and checked)."""
+        self._p = p
+        A = self.components_
+        self._state = _driver.State(
+            A=A if p.learn_transform else None, tau=self.dissimilarity_,
+            nu=self.similarity_, labels=self.labels_, similarity_labels=self.similarity_labels_,
+            objective_history=list(self.objective_history_), n_iter=self.n_iter_)
+        if p.rule == "graph":
+            self._state.graph = {"n_shared": self.n_shared_, "graph_cut": self.graph_cut_}
+        self._rng_state = np.random.RandomState(0).get_state()
+        self._loaded_state = self._state  # partial_fit warns that its running sums restart
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
+
+
+def load(path):
+    """Load a model written by :meth:`NTClustering.save`.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The ``.npz`` file.
+
+    Returns
+    -------
+    model : NTClustering
+        Fitted: ``predict``, ``transform`` and ``score`` work as on the saved model. Warm
+        starting a loaded model restarts the random stream of the online variant;
+        ``partial_fit`` on a loaded model restarts its running sums from the next chunk (they
+        are not stored) and says so with a ``RuntimeWarning``.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        The file is truncated or corrupted, not an ntnumba model, or of a newer format
+        version than this library reads. The message names the file.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, os
+    >>> import ntnumba
+    >>> X = np.random.default_rng(0).standard_normal((30, 4))
+    >>> model = ntnumba.NTClustering(2, n_components=8, random_state=0).fit(X)
+    >>> path = model.save(os.path.join(tempfile.mkdtemp(), "model.npz"))
+    >>> bool(np.array_equal(ntnumba.load(path).predict(X), model.predict(X)))
+    True
+    """
+    return _persistence.read_model(path, NTClustering)

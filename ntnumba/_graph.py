@@ -48,6 +48,7 @@ from scipy import sparse
 from scipy.linalg import eigh, qr, svd
 from scipy.sparse.linalg import eigsh
 
+from . import _parallel
 from ._parallel import run_blocks, run_ranges
 from ._quartic import CACHE
 
@@ -66,9 +67,8 @@ _ROWS = 512  # rows per block of the n x M updates (remove_shared)
 
 
 def _blas_policy():
-    """The fit's BLAS thread policy (``ntnumba._driver.blas_context``) around a graph step."""
-    from ._driver import blas_context
-    return blas_context()
+    """The fit's BLAS thread policy (``ntnumba._parallel.blas_context``) around a graph step."""
+    return _parallel.blas_context()
 
 
 class _Progress:

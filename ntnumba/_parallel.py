@@ -6,7 +6,7 @@ parallelism.
 
 Large products are split by rows and each block is a separate single-thread BLAS call on these
 threads (:func:`matmul`), when the BLAS library is limited to one thread around them. The fit
-sets that limit (:data:`ntnumba._driver.BLAS_THREADS`). OpenBLAS's own worker threads keep spinning
+sets that limit (:data:`ntnumba._parallel.BLAS_THREADS`). OpenBLAS's own worker threads keep spinning
 after a call and then compete with Stage 1's threads for the cores. Threads that return to this
 pool do not.
 
@@ -25,7 +25,7 @@ import contextvars
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 from numba import get_num_threads
@@ -252,3 +252,17 @@ def matmul(a, b, out=None):
 
     run_blocks(block, bounds, get_num_threads())
     return out
+
+
+# BLAS threads during an iteration: the numba kernels run on every core; the BLAS calls between
+# them (X A^T, Y^T X, the Stage-3 products) run serially. On the shared 2-core machine two
+# OpenBLAS threads next to numba's OpenMP workers made one iteration 4.5x slower (3.7 s vs
+# 0.8 s, docs/performance.md). None: leave the BLAS thread count alone.
+BLAS_THREADS = 1
+
+
+def blas_context():
+    """The fit's BLAS thread policy: a context with ``BLAS_THREADS`` BLAS threads (``None``: the BLAS setting is left alone)."""
+    if BLAS_THREADS is None:
+        return nullcontext()
+    return blas_limit(BLAS_THREADS)

@@ -285,39 +285,12 @@ def _params_from_json(text):
     return out
 
 
-def load(path):
-    """Load a model written by :meth:`NTClustering.save`.
+def read_model(path, factory):
+    """The model stored in ``path``, built by ``factory(**params)`` (see :func:`ntnumba.load`).
 
-    Parameters
-    ----------
-    path : str or path-like
-        The ``.npz`` file.
-
-    Returns
-    -------
-    model : NTClustering
-        Fitted: ``predict``, ``transform`` and ``score`` work as on the saved model. Warm
-        starting a loaded model restarts the random stream of the online variant;
-        ``partial_fit`` on a loaded model restarts its running sums from the next chunk (they
-        are not stored) and says so with a ``RuntimeWarning``.
-
-    Raises
-    ------
-    FileNotFoundError
-        No such file.
-    ValueError
-        The file is truncated or corrupted, not an ntnumba model, or of a newer format
-        version than this library reads. The message names the file.
-
-    Examples
-    --------
-    >>> import numpy as np, tempfile, os
-    >>> import ntnumba
-    >>> X = np.random.default_rng(0).standard_normal((30, 4))
-    >>> model = ntnumba.NTClustering(2, n_components=8, random_state=0).fit(X)
-    >>> path = model.save(os.path.join(tempfile.mkdtemp(), "model.npz"))
-    >>> bool(np.array_equal(ntnumba.load(path).predict(X), model.predict(X)))
-    True
+    ``factory`` is the estimator class; the model's own ``_restore_loaded()`` completes the
+    fitted state after every entry has been read and checked. Raises ``FileNotFoundError`` or
+    ``ValueError`` naming the file.
     """
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -332,7 +305,7 @@ def load(path):
     archive = None
     try:
         archive = _Archive(path)
-        return _load(archive, path)
+        return _load(archive, path, factory)
     except ValueError as exc:
         if str(exc).startswith(f"path: {path}"):
             raise
@@ -346,10 +319,8 @@ def load(path):
             archive.close()
 
 
-def _load(f, path):
+def _load(f, path, factory):
     """The model of the open archive ``f``: every entry checked before it is decompressed."""
-    from . import _driver
-    from ._estimator import NTClustering
     if "format" not in f or f.header("format")[0].kind != "U" or (
             f.scalar("format", str) != FORMAT):
         raise ValueError(f"path: {path} is not an ntnumba model file (no '{FORMAT}' marker)")
@@ -365,7 +336,7 @@ def _load(f, path):
     if missing:
         raise ValueError(f"path: {path} is missing {missing}: truncated or corrupted model file")
     try:
-        model = NTClustering(**_params_from_json(f.scalar("params", str)))
+        model = factory(**_params_from_json(f.scalar("params", str)))
     except (ValueError, TypeError, RecursionError) as exc:
         raise ValueError(f"path: {path}: unreadable parameters ({type(exc).__name__}: {exc}): "
                          "corrupted model file") from None
@@ -418,14 +389,5 @@ def _load(f, path):
         model.shared_components_ = f.array("shared_components_", (r, M), float_kinds)
         model._fit_X = f.array("fit_X_", (n, N), float_kinds)
     _check_arrays(model, path)
-    model._p = p
-    A = model.components_
-    model._state = _driver.State(
-        A=A if p.learn_transform else None, tau=model.dissimilarity_,
-        nu=model.similarity_, labels=model.labels_, similarity_labels=model.similarity_labels_,
-        objective_history=list(model.objective_history_), n_iter=model.n_iter_)
-    if p.rule == "graph":
-        model._state.graph = {"n_shared": model.n_shared_, "graph_cut": model.graph_cut_}
-    model._rng_state = np.random.RandomState(0).get_state()
-    model._loaded_state = model._state  # partial_fit warns that its running sums restart
+    model._restore_loaded(p)
     return model

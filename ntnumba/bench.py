@@ -256,7 +256,7 @@ def run(size="coil", repeat=5, ref_repeat=1, fit_iter=10, peers=True, memory=Tru
     """Everything in one process; returns a dict of results (``summary``: the target table).
 
     Timings run with the BLAS thread count the driver uses during a fit
-    (``ntnumba._driver.BLAS_THREADS``), the NumPy reference and the peers included.
+    (``ntnumba._parallel.BLAS_THREADS``), the NumPy reference and the peers included.
     """
     from . import _driver
     with _driver.blas_context():
@@ -266,7 +266,7 @@ def run(size="coil", repeat=5, ref_repeat=1, fit_iter=10, peers=True, memory=Tru
 
 def _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scaling, stream):
     import numba
-    from . import _driver
+    from . import _driver, _parallel
     from ._reference import (assign_reference, iterate_reference, update_theta_reference,
                              update_transform_reference)
     from .metrics import clustering_accuracy
@@ -282,7 +282,7 @@ def _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scalin
 
     progress(f"--size {size}: loading the data and running one iteration")
 
-    res = {"size": size, "machine": machine(), "blas_threads": _driver.BLAS_THREADS}
+    res = {"size": size, "machine": machine(), "blas_threads": _parallel.BLAS_THREADS}
     say("machine:", json.dumps(res["machine"]))
     X, y, p, st, Q = problem(size)
     n, N = X.shape

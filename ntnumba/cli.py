@@ -354,7 +354,7 @@ def cmd_fit(args):
 
 def cmd_predict(args):
     import numpy as np
-    from ._persistence import load
+    from ._estimator import load
     if args.out:
         _check_output(args.out, "--out", _LABEL_EXT)
     model = load(args.model)

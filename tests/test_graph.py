@@ -6,7 +6,7 @@ from sklearn.metrics import adjusted_rand_score
 
 import naive
 import naive_graph
-from ntnumba import NTClustering, _driver
+from ntnumba import NTClustering, _driver, _parallel
 from ntnumba import _graph as G
 
 
@@ -311,7 +311,7 @@ def test_graph_runs_under_the_fit_blas_policy(monkeypatch):
         return real(*a, **kw)
 
     monkeypatch.setattr(G, "_knn_exact", spy)
-    monkeypatch.setattr(_driver, "BLAS_THREADS", 1)
+    monkeypatch.setattr(_parallel, "BLAS_THREADS", 1)
     X, _ = _planted(5)
     G.graph_partition(X, 4, n_shared=0, random_state=0)
     assert seen and all(t == 1 for threads in seen for t in threads)

@@ -137,7 +137,7 @@ def test_stage1_and_predict_leave_the_blas_threads_as_they_were(monkeypatch):
     # pool) and the estimator's Stage 1 runs with the fit's BLAS setting; both restore it
     from threadpoolctl import threadpool_info
 
-    from ntnumba import NTClustering, _driver
+    from ntnumba import NTClustering
     from ntnumba.kernels import assign
 
     def blas_threads():
@@ -152,7 +152,7 @@ def test_stage1_and_predict_leave_the_blas_threads_as_they_were(monkeypatch):
                          max_iter=2, random_state=0).fit(X)
     labels = model.predict(X)
     assert blas_threads() == before
-    monkeypatch.setattr(_driver, "BLAS_THREADS", None)  # None: the setting is left alone
+    monkeypatch.setattr(_parallel, "BLAS_THREADS", None)  # None: the setting is left alone
     np.testing.assert_array_equal(model.predict(X), labels)
     assert blas_threads() == before
 
