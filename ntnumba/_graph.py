@@ -874,34 +874,6 @@ def restricted_stage1(Q, tau, nu, labels, lambda0, lambda1, lambda_a):
     return sim, Y, cost
 
 
-def graph_stage1(Q, state, p, rng):
-    """The ``assign="graph"`` Stage 1 of the driver.
-
-    The clusters are the partition of :func:`graph_partition` (parameters ``p.lambda1``,
-    ``p.n_neighbors``, ``p.n_shared``) of the NT representations of the first iterate; it is
-    computed once (by ``init="graph"`` or at the first iteration) and then kept:
-    re-partitioning after every A update is self-training, which drifts (measured in
-    ``docs/results.md``). Every sample gets the NT representation and the similarity
-    parameter of its cluster's candidates (:func:`restricted_stage1`), so that Stages 2 and 3
-    learn ``tau``, ``nu`` and ``A`` for the graph's clusters.
-
-    Returns ``(labels, similarity_labels, Y, details)`` with ``details["cost"]`` (per-sample
-    cost) and ``details["graph"]`` (``{"n_shared": r, "graph_cut": cut}``).
-    """
-    if state.graph is not None and state.labels is not None:
-        labels, graph = state.labels, state.graph
-    else:
-        seed = rng.randint(np.iinfo(np.int32).max)
-        labels, info = graph_partition(Q, state.tau.shape[0], lambda1=p.lambda1,
-                                       n_neighbors=p.n_neighbors, n_shared=p.n_shared,
-                                       random_state=seed)
-        graph = {"n_shared": info["n_shared"], "graph_cut": info["ncut"][info["n_shared"]],
-                 "ncut": dict(info["ncut"])}
-    sim, Y, cost = restricted_stage1(Q, state.tau, state.nu, labels, p.lambda0, p.lambda1,
-                                     p.lambda_a)
-    return labels, sim, Y, {"cost": cost, "graph": graph}
-
-
 def graph_init_tau(Q, labels, nu, n_clusters, rng):
     """Initial taus from a partition: ``tau_c = mean of the q_i in c - mean(nu)``.
 
