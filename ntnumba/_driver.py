@@ -25,8 +25,7 @@ import numpy as np
 
 from . import _passes as P
 from . import _select
-from ._graph import (DEFAULT_SHARED, graph_codes, graph_init_tau, graph_partition,
-                     shared_directions)
+from ._graph import DEFAULT_SHARED, graph_codes, graph_init_tau, shared_directions
 from ._parallel import blas_context  # noqa: F401 - the fit's BLAS policy, used as _driver.blas_context
 from ._passes import compute_Q  # noqa: F401 - the driver's name for it
 from ._stream import MemoryBlocks, block_rows
@@ -225,10 +224,8 @@ def initialise(X, p, rng, verbose=0):
         labels, ginfo = _select.partition(X, Q, C, p, rng.randint(_INT32_MAX),
                                           verbose=verbose)
         tau = graph_init_tau(Q, labels, nu, C, rng).astype(dt)
-        graph = {"n_shared": ginfo["n_shared"], "graph_cut": ginfo["ncut"][ginfo["n_shared"]],
-                 "ncut": dict(ginfo["ncut"])}
         return State(A=A, tau=np.ascontiguousarray(tau), nu=np.ascontiguousarray(nu),
-                     labels=labels, graph=graph)
+                     labels=labels, graph=graph_summary(ginfo))
     else:  # pragma: no cover - validated by the estimator
         raise ValueError(f"init: unknown {p.init!r}")
     return State(A=A, tau=np.ascontiguousarray(tau), nu=np.ascontiguousarray(nu))
@@ -468,6 +465,12 @@ class _FirstLabels:
         return self.callback(state) if self.callback is not None else False
 
 
+def graph_summary(info):
+    """What a fit keeps of a graph partition's ``info``: ``n_shared``, its cut, every cut."""
+    return {"n_shared": info["n_shared"], "graph_cut": info["ncut"][info["n_shared"]],
+            "ncut": dict(info["ncut"])}
+
+
 def reference_rows(src, seed):
     """Rows of the reference sample (sorted), or None for all rows (see REFERENCE_SIZE)."""
     if not src.subsample or src.n <= REFERENCE_SIZE:
@@ -495,11 +498,10 @@ def graph_labels(src, Xref, ref_rows, state, p, rng, seed, verbose=0):
     are labelled by the k-NN vote. Sets ``state.graph``."""
     Qref = compute_Q(Xref, state.A, p.learn_transform)
     if state.graph is None or state.labels is None:
-        lab, info = graph_partition(Qref, p.n_clusters, lambda1=p.lambda1,
-                                    n_neighbors=p.n_neighbors, n_shared=p.n_shared,
-                                    random_state=rng.randint(_INT32_MAX), verbose=verbose)
-        state.graph = {"n_shared": info["n_shared"], "graph_cut": info["ncut"][info["n_shared"]],
-                       "ncut": dict(info["ncut"])}
+        # the same partition, representation rules included, as init="graph" (initialise)
+        lab, info = _select.partition(Xref, Qref, p.n_clusters, p, rng.randint(_INT32_MAX),
+                                      verbose=verbose)
+        state.graph = graph_summary(info)
     else:
         lab = state.labels
     lab = np.asarray(lab, dtype=np.int64)

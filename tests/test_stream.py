@@ -348,3 +348,22 @@ def test_reference_sample_does_not_depend_on_row_order(monkeypatch):
     assert adjusted_rand_score(a.labels_, labels_b) >= 0.99
     # a model file of a sampled reference set predicts like the model
     assert adjusted_rand_score(a.predict(X), a._portable().predict(X)) == 1.0
+
+
+@pytest.mark.parametrize("chunk_size", [None, 50])
+def test_graph_partition_of_every_path_applies_the_representation_rules(monkeypatch, chunk_size):
+    """A partition the driver makes after the initialisation (assign="graph" with another
+    init) goes through the same representation rules as init="graph", in memory and chunked."""
+    from ntnumba import _select
+    calls = []
+    real = _select.partition
+
+    def spy(*args, **kwargs):
+        calls.append(args[0].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_select, "partition", spy)
+    X, _ = _sorted_blobs()
+    NTClustering(3, n_components=40, assign="graph", init="k-means++", max_iter=1,
+                 random_state=0).fit(X, chunk_size=chunk_size)
+    assert calls == [X.shape]
