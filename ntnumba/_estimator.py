@@ -766,8 +766,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
 
     def _graph_codes(self, Q):
         """NT representations of the graph rule: shared directions removed, soft threshold."""
-        return _graph.soft_threshold(
-            _graph.remove_shared(Q, self.shared_mean_, self.shared_components_), self._p.lambda1)
+        return _graph.graph_codes(Q, self.shared_mean_, self.shared_components_, self._p.lambda1)
 
     def _stage1(self, X, return_details=False, scaled=False):
         """Stage 1 with the learned parameters: ``(labels, sim, Y, scores[, details])``.
