@@ -30,7 +30,11 @@ eigenproblem ``B^T B = V diag(s^2) V^T`` gives ``V`` and ``s``, and ``A = B V di
 lose orthogonality, ~eps (s_max/s_i)^2) are re-resolved from ``W = B V_weak`` (an eigenproblem
 of its own k x k Gram, recursively) and orthonormalised explicitly against the others
 (CholeskyQR2); where ``B`` has no direction at all (``s_i = 0``) any orthonormal completion is
-optimal and a seeded random one is used.
+optimal and a seeded random one is used. Inside :func:`update_transform` the exact steps have an
+anchor, the current map: there the null space of ``B`` (``s_i <= sqrt(eps) s_max``) is completed
+by the optimal ``A`` closest to the anchor (:func:`_anchored_null`), which makes the map's action
+outside the span of rank-deficient data independent of rounding (in-memory, chunked and Dask
+fits agree there too).
 
 With ``G = X^T X = c I`` the data term is ``c/2 ||A||^2 - <B0, A> + const`` and the exact step
 with ``B = B0`` is the global minimiser of ``f``.
@@ -108,6 +112,16 @@ _EPS = np.finfo(np.float64).eps
 _BAND = 1e-3
 # Below this relative size a direction of B carries no usable direction: random completion.
 _ZERO = 1e3 * _EPS
+# With an anchor (the current map): directions with s_i <= _NULL * s_max count as the null space
+# of B and are completed from the anchor (:func:`_anchored_null`). The statistics are float64
+# sums whatever the data's dtype, and two summation orders (in-memory, chunked, Dask) differ by
+# ~eps s_max: a direction of size s inside a cluster of gap ~s turns by ~eps s_max / s between
+# them, so directions below sqrt(eps) s_max are not reproducible to better than ~sqrt(eps), and
+# they add < sqrt(eps) relative to the surrogate's linear term. Measured: null directions of
+# rank-deficient float64 data at 1e-17..1e-16 s_max (COIL-20 20x25 and 32x32), the
+# representation noise of rank-deficient float32 data at ~1e-11 s_max (both below), the
+# smallest genuine direction of COIL-20 at 20x25 at 1.6e-8 s_max (above).
+_NULL = float(np.sqrt(_EPS))
 # More weak directions than this (absolute and share of N): the exact step goes through a QR
 # of B and the SVD of R (_closed_form_qr) instead of re-resolving the weak directions.
 _QR_MIN_WEAK = 16
@@ -654,6 +668,58 @@ def _refine_weak(B, Vw, floor):
     return W, Vw
 
 
+def _null_count(s, anchor):
+    """Number of trailing (smallest) entries of the descending ``s`` that are the null space of
+    ``B`` (``s_i <= _NULL * s_max``; all of them when ``B = 0``); 0 without an anchor."""
+    if anchor is None or s.size == 0:
+        return 0
+    return int(np.count_nonzero(s <= _NULL * s[0]))
+
+
+def _anchored_null(anchor, V0, C0, project, lambda2, lambda3, lambda4, rng):
+    """The exact step's action on the null space ``V0`` (N x k) of ``B``, taken from the anchor.
+
+    On ``span(V0)`` the surrogate does not see ``B``: any ``U0 diag(s'_0) V0^T`` with ``U0``
+    orthonormal and orthogonal to the other left singular vectors is optimal, and a thin SVD
+    picks one from rounding (it differs between block sums in another order, hence between the
+    in-memory, chunked and Dask fits). Canonical choice: with ``D = s'(C0)`` (the quartic's
+    root for ``s = 0`` as a function of the k x k curvature ``C0 = V0^T G V0``, or ``c I``),
+    the completion ``P D V0^T`` closest to the anchor in Frobenius norm, ``P`` the polar factor
+    of ``project(anchor V0 D)`` (``project``: the complement of the other left singular
+    vectors). It depends on ``span(V0)`` only, not on the basis ``V0`` (``V0 -> V0 W``:
+    ``D -> W^T D W``, ``P -> P W``), and continuously on ``B`` and the anchor.
+
+    Returns ``(P, D, sp0)`` with ``sp0`` the eigenvalues of ``D`` (singular values of
+    ``P D V0^T``). Where the projected anchor has no action (rank-deficient ``Z``) the polar
+    factor is not unique: those columns are completed at random (seeded), as without an anchor.
+    """
+    M, k = anchor.shape[0], V0.shape[1]
+    if np.ndim(C0) == 0:  # one curvature c for every direction: D = s'_0 I
+        sp0 = np.full(k, float(transform_singular_values(0.0, float(C0), lambda2, lambda3,
+                                                         lambda4)))
+        D = np.diag(sp0)
+    else:
+        c0, Wc = np.linalg.eigh(0.5 * (C0 + C0.T))
+        sp0 = transform_singular_values(np.zeros(k), c0, lambda2, lambda3, lambda4)
+        D = (Wc * sp0) @ Wc.T
+    Z = project(project(anchor @ (V0 @ D)))
+    Uz, sz, Wzt = np.linalg.svd(Z, full_matrices=False)
+    good = sz > 1e-8 * sz[0] if sz.size and sz[0] > 0 else np.zeros(k, dtype=bool)
+    if not np.all(good):
+        bad = ~good
+        for _ in range(4):
+            Uz[:, bad] = rng.standard_normal((M, int(np.count_nonzero(bad)))) / np.sqrt(M)
+            Uz[:, bad] = project(project(Uz[:, bad]))
+            Q, Rq = np.linalg.qr(Uz)  # the good columns come first (sz descending): kept
+            d = np.diagonal(Rq)
+            if np.all(np.abs(d) > 1e-8):
+                Uz = Q * np.where(d < 0, -1.0, 1.0)
+                break
+        else:  # pragma: no cover - random columns lost four times
+            raise np.linalg.LinAlgError("could not complete an orthonormal basis")
+    return Uz @ Wzt, D, sp0
+
+
 def _form_q(qf, tau):
     """The M x N ``Q`` of a Householder QR from its reflectors (LAPACK orgqr, in place)."""
     lwork = int(_dorgqr(qf, tau, lwork=-1)[1][0])
@@ -663,13 +729,17 @@ def _form_q(qf, tau):
     return Q
 
 
-def _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored=False):
+def _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored=False,
+                    anchor=None):
     """The exact step through ``B = Qb R`` (Householder) and the SVD of the N x N ``R``.
 
     ``U = Qb Ur`` is orthonormal to rounding in every direction, also where ``B`` is
-    rank-deficient (there the Householder completion is one of the equally optimal choices).
+    rank-deficient (there the Householder completion is one of the equally optimal choices;
+    with ``anchor``, the null space of ``B`` is completed by :func:`_anchored_null` instead,
+    and ``Qb`` is rotated in its last columns to hold that completion).
     Cost at M = 2100, N = 500 (one thread): QR ~0.05 s, SVD of R ~0.04 s, one M x N x N product.
-    ``factored``: return ``(Qb, R, K, s')`` with ``A = Qb K`` instead (no M x N x N product).
+    ``factored``: return ``(Qb, R, K, s')`` with ``A = Qb K`` and ``R = Qb^T B`` instead (no
+    M x N x N product).
     """
     N = B.shape[1]
     with _serial_lapack():
@@ -680,8 +750,28 @@ def _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored
         future = _background(_form_q, qf, tau)
         Ur, s, Vt = np.linalg.svd(R)
         Qb = future.result()
-    sp = transform_singular_values(s, curvature(Vt.T), lambda2, lambda3, lambda4)
-    K = (Ur * sp) @ Vt
+    k = _null_count(s, anchor)
+    if k == 0:
+        sp = transform_singular_values(s, curvature(Vt.T), lambda2, lambda3, lambda4)
+        K = (Ur * sp) @ Vt
+    else:
+        r = N - k
+        Ur_r, Ur_0, Vt_r, V0 = Ur[:, :r], Ur[:, r:], Vt[:r], Vt[r:].T
+
+        def project(Y):  # Y - U_r U_r^T Y with U_r = Qb Ur_r
+            return Y - _matmul(Qb, Ur_r @ (Ur_r.T @ (Qb.T @ Y)))
+
+        P, D, sp0 = _anchored_null(anchor, V0, curvature(V0, full=True), project, lambda2,
+                                   lambda3, lambda4, np.random.default_rng(0))
+        sp_r = transform_singular_values(s[:r], curvature(Vt_r.T), lambda2, lambda3, lambda4)
+        sp = np.concatenate([sp_r, sp0])
+        K = (Ur * np.concatenate([sp_r, np.zeros(k)])) @ Vt
+        K += Ur_0 @ (D @ Vt[r:])
+        # the basis [Qb Ur_r, P] Ur^T = Qb + (P - Qb Ur_0) Ur_0^T (orthonormal, holds A) and the
+        # target in it, R' = Qb'^T B = R + Ur_0 (P^T B - Ur_0^T R)
+        R = R + Ur_0 @ (P.T @ B - Ur_0.T @ R)
+        update = Ur_0 @ (P - Qb @ Ur_0).T   # N x M: its transpose has Qb's (Fortran) order
+        Qb += update.T
     if factored:
         return Qb, R, K, sp
     A = _matmul(Qb, K)
@@ -689,7 +779,7 @@ def _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored
 
 
 def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, route="auto",
-                 info=None, factored=False):
+                 info=None, factored=False, anchor=None):
     """Exact step: argmin_A c/2||A||^2 - <B, A> + R(A), through the N x N eigenproblem of B^T B.
 
     With ``gram`` given, ``c`` is ignored and the per-direction curvature
@@ -701,18 +791,27 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
     ``route``: "auto" (the Gram route; the QR route when more than ``_QR_WEAK_SHARE`` of the
     directions are weak) or "qr" (the QR route directly). ``info`` (a dict): receives the route
     taken under "route".
+
+    ``anchor`` (M x N, optional): where ``B`` has a null space (singular values below
+    ``_NULL * s_max``) the minimiser is not unique; with an anchor its action there is the one
+    closest to the anchor (:func:`_anchored_null`), a function of ``B`` and the anchor only
+    (without one: whatever completion the factorisation gives). Without null directions the
+    anchor is not used and the result is the same.
     """
     M, N = B.shape
 
-    def curvature(Vx):
+    def curvature(Vx, full=False):
         if gram is None:
-            return np.full(Vx.shape[1], float(c))
+            return float(c) if full else np.full(Vx.shape[1], float(c))
+        if full:
+            return Vx.T @ _matmul(gram, Vx)
         return np.einsum("ij,ij->j", Vx, _matmul(gram, Vx))
 
     if route == "qr":
         if info is not None:
             info["route"] = "qr"
-        return _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored)
+        return _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored,
+                               anchor)
     S = B.T @ B
     with _serial_lapack():
         w, V = np.linalg.eigh(S)
@@ -730,7 +829,8 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
         # many weak directions (the closed-form start on Ybar^T X of image data: ~465 of 500
         # at COIL size): the SVD through a Householder QR, B = Qb R, R = Ur diag(s) V^T, is
         # accurate in every direction and cheaper than re-resolving that many weak directions
-        return _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored)
+        return _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored,
+                               anchor)
 
     A = None
     sv = np.zeros(0)
@@ -745,19 +845,37 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
             U_s = (B @ Vs) / ss
     if np.any(weak):
         # U on the weak subspace: refined directions, then an explicit orthonormalisation
-        # against U_s (random completion where B has no usable direction)
-        W, Vw = _refine_weak(B, V[:, weak], _ZERO * s_max)
+        # against U_s (random completion where B has no usable direction, or, with an anchor,
+        # the completion from the anchor on the null space)
+        zero = _ZERO if anchor is None else _NULL
+        W, Vw = _refine_weak(B, V[:, weak], zero * s_max)
         norms = np.linalg.norm(W, axis=0)
         rng = np.random.default_rng(0)
-        usable = norms > _ZERO * s_max if s_max > 0 else np.zeros(Vw.shape[1], dtype=bool)
+        usable = norms > zero * s_max if s_max > 0 else np.zeros(Vw.shape[1], dtype=bool)
+        if anchor is not None and not np.all(usable):
+            W, V0, Vw = W[:, usable], Vw[:, ~usable], Vw[:, usable]
+            norms = norms[usable]
+            usable = usable[usable]
+        else:
+            V0 = None
         Z = np.where(usable, W / np.where(usable, norms, 1.0),
                      rng.standard_normal(W.shape) / np.sqrt(M))
-        Uw = _orthonormal_completion(Z, U_s, rng)
+        Uw = _orthonormal_completion(Z, U_s, rng) if Z.shape[1] else Z
         # linear coefficient of each direction: u_i^T B v_i (>= 0 after the sign fix)
         tw = np.where(usable, np.maximum(np.einsum("ij,ij->j", Uw, W), 0.0), 0.0)
         spw = transform_singular_values(tw, curvature(Vw), lambda2, lambda3, lambda4)
         sv = np.concatenate([sv, spw])
         A_weak = Uw @ (spw[:, None] * Vw.T)
+        if V0 is not None:
+            U_r = np.hstack([U_s, Uw])
+
+            def project(Y):
+                return Y - U_r @ (U_r.T @ Y)
+
+            P, D, sp0 = _anchored_null(anchor, V0, curvature(V0, full=True), project, lambda2,
+                                       lambda3, lambda4, rng)
+            A_weak += P @ (D @ V0.T)
+            sv = np.concatenate([sv, sp0])
         A = A_weak if A is None else A + A_weak
     if factored:
         return None, None, A, sv
@@ -825,7 +943,7 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
         info = {}
         Qb, R, K, sv = _closed_form(B0, None, lambda2, lambda3, lambda4, gram=G,
                                     return_sv=True, route=ws.get("start_route", "auto"),
-                                    info=info, factored=True)
+                                    info=info, factored=True, anchor=A_start)
         ws["start_route"] = "qr" if info["route"] == "qr" else "auto"
         Bx = B0 if Qb is None else R  # the target in the space of K
         KG = _matmul(K, G)
@@ -870,7 +988,7 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
         B = c * Z
         B += Bx
         B -= ZG  # B = Bx - Z (G - c I): the surrogate of f at Z
-        A_new, sv = _closed_form(B, c, lambda2, lambda3, lambda4, return_sv=True)
+        A_new, sv = _closed_form(B, c, lambda2, lambda3, lambda4, return_sv=True, anchor=Z)
         B = None
         AG_new = _matmul(A_new, G)
         aga = float(np.vdot(AG_new, A_new))
@@ -995,6 +1113,13 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
 
     With ``init="best"`` and ``A`` given, ``f(A_new) <= f(A)``: the Stage-3 update never
     increases the objective of the alternating algorithm (batch variant only).
+
+    Rank-deficient ``X``: ``f`` is invariant under ``A -> A R`` for orthogonal ``R`` fixing the
+    span of the data, so the minimiser's action on the null space of ``X^T X`` is not
+    determined by ``f``. Every exact step then completes the null space of its target (singular
+    values below ``sqrt(eps) s_max``) by the optimal map closest to its anchor (``A`` for the
+    closed-form start, the current iterate for an MM step): the result depends on the
+    statistics only up to their rounding, not on how the rounding picks singular vectors.
 
     The objective values (history, monotonicity check) are computed from the statistics as
     ``1/2 <G, A^T A> - <B0, A> + 1/2 ||Ybar||^2 + R(A)``.

@@ -107,3 +107,21 @@ def brute_force(X, Ybar, M, lam2, lam3, lam4, n_starts=6, seed=0, starts=()):
         if f < best[0]:
             best = (f, res.x.reshape(M, N))
     return best
+
+
+def closed_form_anchored(B, c, lam2, lam3, lam4, anchor, rank, gram=None):
+    """Exact step whose action on the null space of B (all but the ``rank`` largest singular
+    directions) is the minimiser closest to ``anchor``: ``P D V0^T`` with ``D = s'(C0)``
+    (the root for s = 0 as a matrix function of the curvature ``C0 = V0^T gram V0`` or
+    ``c I``) and ``P`` the polar factor of ``(I - U_r U_r^T) anchor V0 D``. Full SVDs."""
+    U, s, Vt = np.linalg.svd(B, full_matrices=False)
+    Ur, Vr, V0 = U[:, :rank], Vt[:rank].T, Vt[rank:].T
+    cs = [float(v @ gram @ v) if gram is not None else c for v in Vr.T]
+    A = (Ur * [quartic_root(si, ci, lam2, lam3, lam4) for si, ci in zip(s, cs)]) @ Vr.T
+    C0 = V0.T @ gram @ V0 if gram is not None else c * np.eye(V0.shape[1])
+    w, W = np.linalg.eigh(C0)
+    D = (W * [quartic_root(0.0, wi, lam2, lam3, lam4) for wi in w]) @ W.T
+    Z = anchor @ V0 @ D
+    Z = Z - Ur @ (Ur.T @ Z)
+    Pu, _, Pvt = np.linalg.svd(Z, full_matrices=False)
+    return A + Pu @ Pvt @ D @ V0.T

@@ -202,3 +202,18 @@ def test_dask_subnormal_data(client):
     b = DaskNT(3, **kw).fit(da.from_array(X, chunks=(30, 10)))
     assert np.isfinite(b.scale_) and b.scale_ == a.scale_
     _dask_same(a, b)
+
+
+@pytest.mark.parametrize("N,rank", [(8, 4), (40, 10)])
+def test_dask_components_equal_in_memory_outside_the_span(client, N, rank):
+    """Rank-deficient data: the Dask fit's map equals the in-memory one also where the data
+    leave it undetermined (tests/test_null_space.py)."""
+    from ntnumba.dask import NTClustering as DaskNT
+    from test_null_space import _assert_same_components, _rank_deficient_blobs
+    X, P = _rank_deficient_blobs(N, rank)
+    kw = dict(n_components=3 * N, assign="objective", init="k-means++", random_state=0,
+              max_iter=3)
+    a = NTClustering(3, **kw).fit(X)
+    b = DaskNT(3, **kw).fit(da.from_array(X, chunks=(30, N)))
+    np.testing.assert_array_equal(b.labels_.compute(), a.labels_)
+    _assert_same_components(a, b.to_local(), P)
