@@ -25,7 +25,7 @@ import numpy as np
 
 from . import _passes as P
 from . import _select
-from ._graph import DEFAULT_SHARED, graph_codes, graph_init_tau, shared_directions
+from ._graph import DEFAULT_SHARED, graph_init_tau, graph_rows
 from ._parallel import blas_context  # noqa: F401 - the fit's BLAS policy, used as _driver.blas_context
 from ._passes import compute_Q  # noqa: F401 - the driver's name for it
 from ._stream import MemoryBlocks, block_rows
@@ -117,7 +117,7 @@ class Context:
     ref_X: np.ndarray = None      # graph rule: the reference set (scaled rows, the rows
     ref_rows: np.ndarray = None   # ref_rows of the source, None: all) and its labels
     ref_labels: np.ndarray = None
-    seed: int = 0                 # of the shared directions of the graph rule's vote
+    seed: int = 0                 # of the reference sample
     workspace: dict = field(default_factory=dict)   # of update_transform, batch Stage 3
     forget: float = None          # partial_fit: running sums = forget * sums + this pass
     theta_sums: dict = None
@@ -191,8 +191,8 @@ def initialise(X, p, rng, verbose=0):
     scaled to unit norm. ``init="k-means++"`` keeps the random A and nu, and seeds tau by
     k-means++ in the transform domain (tau_c = q_s - mean nu).
     ``init="kmeans"`` runs scikit-learn's KMeans (n_init=1) on Q for tau.
-    ``init="graph"``: tau_c = mean of the q_i of cluster c of the NT-similarity graph partition
-    (:func:`ntnumba._graph.graph_partition`) - mean nu.
+    ``init="graph"``: tau_c = mean of the q_i of cluster c of the graph partition of the rows
+    (:func:`ntnumba._select.partition`) - mean nu.
     """
     n, N = X.shape
     dt = X.dtype
@@ -221,8 +221,7 @@ def initialise(X, p, rng, verbose=0):
         km.fit(np.asarray(Q, dtype=np.float64))
         tau = (km.cluster_centers_ - nu.mean(axis=0)).astype(dt)
     elif p.init == "graph":
-        labels, ginfo = _select.partition(X, Q, C, p, rng.randint(_INT32_MAX),
-                                          verbose=verbose)
+        labels, ginfo = _select.partition(X, C, p, rng.randint(_INT32_MAX), verbose=verbose)
         tau = graph_init_tau(Q, labels, nu, C, rng).astype(dt)
         return State(A=A, tau=np.ascontiguousarray(tau), nu=np.ascontiguousarray(nu),
                      labels=labels, graph=graph_summary(ginfo))
@@ -466,9 +465,10 @@ class _FirstLabels:
 
 
 def graph_summary(info):
-    """What a fit keeps of a graph partition's ``info``: ``n_shared``, its cut, every cut."""
+    """What a fit keeps of a graph partition's ``info``: ``n_shared``, its cut, every cut, and
+    the mean and shared directions of the graph's rows (those of ``predict``)."""
     return {"n_shared": info["n_shared"], "graph_cut": info["ncut"][info["n_shared"]],
-            "ncut": dict(info["ncut"])}
+            "ncut": dict(info["ncut"]), "mean": info["mean"], "V": info["V"]}
 
 
 def reference_rows(src, seed):
@@ -478,28 +478,34 @@ def reference_rows(src, seed):
     return np.sort(np.random.RandomState(seed).choice(src.n, REFERENCE_SIZE, replace=False))
 
 
-def _vote(src, rows, Qref, lab_ref, A, p, r, seed):
+def vote_space(Xref, graph, p):
+    """``(weights, mean, V, offset)`` of the graph's rows for the reference set ``Xref`` and
+    the partition's summary ``graph`` (:func:`ntnumba._graph.graph_rows`)."""
+    w, offset, _ = _select.graph_space(Xref, p.representation)
+    return w, graph["mean"], graph["V"], offset
+
+
+def _vote(src, rows, Xref, lab_ref, graph, p):
     """Graph rule: the labels of the global rows ``rows`` by the k-NN vote against the
-    reference set (its ``r`` shared directions removed, as ``predict``)."""
-    mean, V = shared_directions(Qref, r, labels=lab_ref, random_state=seed)
-    codes_ref = graph_codes(Qref, mean, V, p.lambda1)
+    reference set, in the rows the partition compared (as ``predict``)."""
+    w, mean, V, offset = vote_space(Xref, graph, p)
+    rows_ref = graph_rows(Xref, mean, V, offset, w)
     parts = block_rows(src.bounds, rows)
     args = [None] * len(src.bounds)
     for b, local, _, _ in parts:
         args[b] = (local,)
-    res = src.map(P.pass_vote, args, (A, p, mean, V, codes_ref, lab_ref),
+    res = src.map(P.pass_vote, args, (p, (w, mean, V, offset), rows_ref, lab_ref),
                   blocks=[b for b, *_ in parts])
     return np.concatenate(res) if res else np.empty(0, dtype=np.int64)
 
 
-def graph_labels(src, Xref, ref_rows, state, p, rng, seed, verbose=0):
+def graph_labels(src, Xref, ref_rows, state, p, rng, verbose=0):
     """Graph rule: the clusters of every row. The reference set ``Xref`` (rows ``ref_rows``,
     None: all) is partitioned (or keeps ``state.labels`` of ``init="graph"``), the other rows
     are labelled by the k-NN vote. Sets ``state.graph``."""
-    Qref = compute_Q(Xref, state.A, p.learn_transform)
     if state.graph is None or state.labels is None:
         # the same partition, representation rules included, as init="graph" (initialise)
-        lab, info = _select.partition(Xref, Qref, p.n_clusters, p, rng.randint(_INT32_MAX),
+        lab, info = _select.partition(Xref, p.n_clusters, p, rng.randint(_INT32_MAX),
                                       verbose=verbose)
         state.graph = graph_summary(info)
     else:
@@ -511,8 +517,7 @@ def graph_labels(src, Xref, ref_rows, state, p, rng, seed, verbose=0):
     labels = np.empty(src.n, dtype=np.int64)
     labels[ref_rows] = lab
     others = np.setdiff1d(np.arange(src.n), ref_rows)
-    labels[others] = _vote(src, others, Qref, lab, state.A, p, int(state.graph["n_shared"]),
-                           seed)
+    labels[others] = _vote(src, others, Xref, lab, state.graph, p)
     return labels
 
 
@@ -520,16 +525,16 @@ def _set_graph(ctx, state, p, rng, verbose=0):
     """Graph rule: the clusters of every row of ``ctx.src`` from ``state`` (its partition of
     the reference set ``ctx.ref_X``, or a new one) into ``ctx`` and ``state.labels``."""
     ctx.labels = state.labels = graph_labels(ctx.src, ctx.ref_X, ctx.ref_rows, state, p, rng,
-                                             ctx.seed, verbose)
+                                             verbose)
     ctx.ref_labels = ctx.labels if ctx.ref_rows is None else ctx.labels[ctx.ref_rows]
 
 
 def fit(src, p, *, seeds, seed, warm=None, verbose=0, callback=None):
     """Fit over the source ``src`` (scale set): the ``n_init`` restarts from ``seeds`` (the one
     with the lowest final objective is kept) or, with ``warm = (state, rng)``, the continuation
-    of that iterate. ``seed``: of the reference sample and of the graph rule's shared
-    directions. Returns ``(state, rng, ctx)``; ``state.interrupted`` after a KeyboardInterrupt
-    during the iterations (the last complete iterate)."""
+    of that iterate. ``seed``: of the reference sample. Returns ``(state, rng, ctx)``;
+    ``state.interrupted`` after a KeyboardInterrupt during the iterations (the last complete
+    iterate)."""
     G = gram(src) if p.learn_transform else None
     if warm is not None:
         state, rng = warm[0].copy(), warm[1]
@@ -584,9 +589,7 @@ def partial(src, state, rng, p, stream, forget, seed, *, verbose=0):
             _set_graph(ctx, state, p, rng, verbose)
             ref = (src.X, ctx.labels)
         else:
-            Qref = compute_Q(ref[0], state.A, p.learn_transform)
-            ctx.labels = _vote(src, np.arange(src.n), Qref, ref[1], state.A, p,
-                               int(state.graph["n_shared"]), seed)
+            ctx.labels = _vote(src, np.arange(src.n), ref[0], ref[1], state.graph, p)
         state.labels = ctx.labels
         ctx.ref_X, ctx.ref_labels = ref
     new = run(ctx, state, replace(p, max_iter=state.n_iter + 1), rng, verbose=verbose)
@@ -617,14 +620,6 @@ def fitted_attributes(ctx, state, rng, p, seed):
     if state.initial_labels is not None:
         out["initial_labels_"] = state.initial_labels
     fixed = ctx.labels
-    if p.rule == "graph" and ctx.ref_rows is not None:
-        # the rows outside the reference set: the vote of the final model (the labels predict
-        # gives them), not that of the map they were labelled with before the iterations
-        fixed = np.array(fixed, dtype=np.int64)
-        others = np.setdiff1d(np.arange(src.n), ctx.ref_rows)
-        fixed[others] = _vote(src, others, compute_Q(ctx.ref_X, state.A, p.learn_transform),
-                              np.asarray(ctx.ref_labels, dtype=np.int64), state.A, p,
-                              int(state.graph["n_shared"]), seed)
     args = [(None if fixed is None else fixed[s:e],) for s, e in src.bounds]
     with blas_context():
         res = src.map(P.pass_final, args, (state.A, state.tau, state.nu, p))
@@ -633,13 +628,9 @@ def fitted_attributes(ctx, state, rng, p, seed):
                                                                                copy=False)
         if p.rule != "graph":
             return out
-        # the graph rule's out-of-sample state: shared directions of the final map's
-        # representations of the reference set (the leading directions of the within-cluster
-        # scatter, see shared_directions)
-        lab_ref = np.asarray(ctx.ref_labels, dtype=np.int64)
-        Q = compute_Q(ctx.ref_X, state.A, p.learn_transform)
-        r = int(state.graph["n_shared"])
-        mean, V = shared_directions(Q, r, labels=lab_ref, random_state=seed)
-    out.update(graph_cut_=float(state.graph["graph_cut"]), n_shared_=r, shared_mean_=mean,
-               shared_components_=V, _fit_X=ctx.ref_X, _fit_labels=lab_ref)
+    r = int(state.graph["n_shared"])
+    out.update(graph_cut_=float(state.graph["graph_cut"]), n_shared_=r,
+               shared_mean_=np.asarray(state.graph["mean"], dtype=np.float64),
+               shared_components_=np.asarray(state.graph["V"], dtype=np.float64),
+               _fit_X=ctx.ref_X, _fit_labels=np.asarray(ctx.ref_labels, dtype=np.int64))
     return out

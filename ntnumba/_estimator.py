@@ -295,7 +295,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         Threshold of ``predict(X, reject="auto")`` (see :meth:`predict`).
     outlier_scores_ : ndarray of shape (n_samples,)
         The score of every training sample that ``predict(X, reject=...)`` compares with the
-        threshold (higher: more outlying): ``1 -`` the mean NT similarity to its
+        threshold (higher: more outlying): ``1 -`` the mean graph similarity to its
         ``n_neighbors`` most similar other training samples for ``assign="graph"``, the
         smallest Stage-1 score otherwise (see :meth:`predict`). As hdbscan's
         ``outlier_scores_``.
@@ -307,9 +307,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         ``assign="graph"`` only: number of shared principal directions removed.
     graph_cut_ : float
         ``assign="graph"`` only: relaxed normalised cut of the graph of the clustering.
-    shared_mean_, shared_components_ : ndarray of shape (n_components,) and (n_shared, n_components)
-        ``assign="graph"`` only: mean and shared directions of the training samples' ``A x``
-        (final A), removed from the representations of new samples in :meth:`predict`.
+    shared_mean_, shared_components_ : ndarray of shape (n_features,) and (n_shared, n_features)
+        ``assign="graph"`` only: mean and shared directions of the (scaled, weighted) training
+        samples the graph compared, removed from new samples in :meth:`predict`.
 
     Notes
     -----
@@ -764,9 +764,13 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                 setattr(loc, k, np.asarray(getattr(self, k))[rows])
         return loc
 
-    def _graph_codes(self, Q):
-        """NT representations of the graph rule: shared directions removed, soft threshold."""
-        return _graph.graph_codes(Q, self.shared_mean_, self.shared_components_, self._p.lambda1)
+    def _graph_rows(self, X, ref=None):
+        """The rows the graph rule compares for the scaled rows ``X`` (the fit's weights,
+        mean, shared directions and constant coordinate: :func:`ntnumba._graph.graph_rows`,
+        the representation rules from the reference set ``ref``, default ``_fit_X``)."""
+        ref = self._fit_X if ref is None else ref
+        w, offset, _ = _select.graph_space(ref, self._p.representation)
+        return _graph.graph_rows(X, self.shared_mean_, self.shared_components_, offset, w)
 
     def _stage1(self, X, return_details=False, scaled=False):
         """Stage 1 with the learned parameters: ``(labels, sim, Y, scores[, details])``.
@@ -809,12 +813,11 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """
         p = self._p
         ref = self._fit_X
-        Qref = _driver.compute_Q(ref, self._state.A, p.learn_transform)
         match = _row_matches(X, ref) if match is None else np.asarray(match, dtype=np.int64)
         hit = match >= 0
         labels_ref = self._fit_ref_labels()
         labels, score, shares = _graph.knn_vote(
-            self._graph_codes(Q), self._graph_codes(Qref), labels_ref, p.n_clusters,
+            self._graph_rows(X, ref), self._graph_rows(ref, ref), labels_ref, p.n_clusters,
             p.n_neighbors, exclude=match if hit.any() else None, return_votes=True)
         labels[hit] = labels_ref[match[hit]]
         if hasattr(self, "outlier_scores_"):
@@ -841,9 +844,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
 
         With ``assign="objective"`` or ``"paper"``: Stage 1 with the learned A, tau and nu.
         With ``assign="graph"``: the out-of-sample rule of the graph (a spectral partition has no
-        closed-form extension): the NT representations of ``X`` (learned A, the training data's
-        shared directions removed, soft threshold) vote with their NT similarity for the labels
-        of their ``n_neighbors`` most similar training samples; a row equal to a training
+        closed-form extension): the rows of ``X`` as the graph compared the training samples
+        (scaled, weighted, centred, the shared directions removed) vote with their graph
+        similarity (the squared arc-cosine kernel of their angle; the kernel is the limit of the
+        NT similarity of random codes, see ``ntnumba/_graph.py``) for the labels of their ``n_neighbors`` most similar training samples; a row equal to a training
         sample (byte for byte, in the training dtype) keeps that sample's label, so
         ``fit(X).predict(X)`` equals ``fit_predict(X)`` (``labels_``) for every rule. With
         ``fit(X, chunk_size=...)`` and partial/Dask fits ``labels_`` of the samples outside the
@@ -857,7 +861,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             get the label -1. The score of a sample is its smallest Stage-1 score: the min-max
             score ``sP`` for ``assign="paper"`` and the full per-sample cost
             ``1/2||q-y||^2 + lambda1||y||_1 + lambda0 sP + lambda_a/2||q - tau - nu||^2`` for
-            ``"objective"``; for ``"graph"`` it is ``1 - the mean NT similarity to the
+            ``"objective"``; for ``"graph"`` it is ``1 - the mean graph similarity to the
             n_neighbors most similar training samples`` (in [0, 1]; the Stage-1 cost separated
             noise images from Extended Yale B faces poorly). A float is the threshold itself;
             ``"auto"`` uses ``reject_threshold_``: for ``"graph"`` the largest leave-one-out
@@ -901,7 +905,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
 
         - ``assign="graph"``: the shares of the similarity-weighted k-NN vote of
           :meth:`predict` (neighbour ``j`` adds ``max(rho_j, 0) + 1e-12`` to its cluster,
-          ``rho_j`` its NT similarity, then the row is divided by its sum). A row equal to a
+          ``rho_j`` its graph similarity, then the row is divided by its sum). A row equal to a
           training sample gets the vote of the other training samples (leave-one-out).
         - ``"objective"`` and ``"paper"``: ``p_k = exp(-s_k) / sum_j exp(-s_j)``, ``s_k`` the
           smallest score the rule minimises over the candidates of cluster ``k`` (the full
@@ -1044,7 +1048,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             nu=self.similarity_, labels=self.labels_, similarity_labels=self.similarity_labels_,
             objective_history=list(self.objective_history_), n_iter=self.n_iter_)
         if p.rule == "graph":
-            self._state.graph = {"n_shared": self.n_shared_, "graph_cut": self.graph_cut_}
+            self._state.graph = {"n_shared": self.n_shared_, "graph_cut": self.graph_cut_,
+                                 "mean": self.shared_mean_, "V": self.shared_components_}
         self._rng_state = np.random.RandomState(0).get_state()
         self._loaded_state = self._state  # partial_fit warns that its running sums restart
 

@@ -1,4 +1,4 @@
-"""Graph assignment: spectral clustering of the NT support-intersection similarity.
+"""Graph assignment: spectral clustering of the samples' angular similarity.
 
 The paper's Stage-1 score compares a representation with the parameters ``tau, nu`` through
 the similarity on the support intersection, ``rho(y, z) = ||y- * z-||_1 + ||y+ * z+||_1``. The
@@ -6,22 +6,33 @@ the similarity on the support intersection, ``rho(y, z) = ||y- * z-||_1 + ||y+ *
 samples themselves and clusters the resulting graph (see ``docs/results.md`` for why: the
 centroid-type Stage-1/Stage-2 alternation clusters at k-means level on the paper's data sets).
 
-Pipeline, on the linear maps ``Q = X A^T`` (rows are samples):
+The normalised ``rho`` of ``y = A x`` (``A`` with random unit rows, the initial map) tends, as
+the number ``M`` of rows grows, to the arc-cosine kernel ``k(t) = (sin t + (pi - t) cos t) / pi``
+of the angle ``t`` between the samples (:func:`arccos_kernel`), a decreasing function of the
+angle: the k-NN graph of the random codes is, for large ``M``, the cosine k-NN graph of the
+samples in their own ``N`` dimensions. The graph is built there (deterministic, ``M``-free;
+on the paper's data sets it scored as the ``M = 2100`` codes did, docs/performance.md). Its
+edges are weighted by the square of the kernel: the kernel itself, the plain cosine and its
+square gave CA / NMI 0.833 / 0.937, 0.838 / 0.944 and 0.839 / 0.944 on COIL-20, 0.830 / 0.920,
+0.833 / 0.922 and 0.833 / 0.922 on ORL, 0.947 / 0.933, 0.950 / 0.936 and 0.950 / 0.936 on
+Extended Yale B (one seed; the last two tie there, the square was kept for USPS of the
+development suite, 0.70 -> 0.81, which is therefore not held out for this choice).
 
-1. **Shared component.** ``Q`` is centred and its ``r`` leading principal directions are
+Pipeline, on the rows ``X`` (the scaled samples, with the representation rules of
+:mod:`ntnumba._select` applied):
+
+1. **Shared component.** ``X`` is centred and its ``r`` leading principal directions are
    projected out. They are the directions shared by all clusters (on Extended Yale B the
    illumination, whose first three principal components carry 67% of the variance); in the
    NT model this is what the similarity parameters ``nu`` absorb, a component common to every
-   cluster that must not drive the assignment. ``r`` is chosen without labels, see 5.
-2. **NT representation.** ``y = sign(q) max(|q| - lambda1, 0)``, the Stage-1 candidate without
-   the ``lambda0`` terms (the ratio term moves ``y`` by ~1e-4 relative in the paper's regime).
-3. **Similarity.** ``S_ij = rho(y_i, y_j) / sqrt(rho(y_i, y_i) rho(y_j, y_j))`` in [0, 1]
-   (two matrix products of the positive and negative parts).
-4. **Graph and partition.** Symmetrised k-nearest-neighbour graph with weights ``S_ij``
-   (``W = (K + K^T) / 2``), the ``C`` leading eigenvectors of the normalised adjacency
+   cluster that must not drive the assignment. ``r`` is chosen without labels, see 4.
+2. **Similarity and graph.** ``S_ij = k(angle between rows i and j)^2`` in [0, 1]
+   (:func:`graph_rows`, :func:`knn_search`); the symmetrised k-nearest-neighbour graph with
+   weights ``S_ij`` (``W = (K + K^T) / 2``).
+3. **Partition.** The ``C`` leading eigenvectors of the normalised adjacency
    ``D^-1/2 W D^-1/2`` and a partition by column-pivoted QR (``cluster_qr``, Damle et al.
    2019; deterministic, no k-means restarts).
-5. **Choice of r without labels.** For every candidate ``r`` the relaxed C-way normalised cut
+4. **Choice of r without labels.** For every candidate ``r`` the relaxed C-way normalised cut
    ``ncut = C - sum of the C largest eigenvalues of D^-1/2 W D^-1/2`` (the value spectral
    clustering minimises) is computed; the ``r`` with the smallest cut, i.e. the representation
    whose graph is closest to ``C`` disconnected groups, is kept. Ties (cuts within 1e-6, e.g.
@@ -30,12 +41,12 @@ Pipeline, on the linear maps ``Q = X A^T`` (rows are samples):
    of the rank of the centred data is removed (removing directions makes any k-NN graph look
    more clustered; without the cap the cut chose ``r = N - 1`` on blobs of N = 3..6 features).
 
-Limits: rho normalised depends on the angle between samples, not on their norms; that suits
-high-dimensional data (images: the paper's data sets) and not data of very few features (on
-2-D blobs the graph rule clusters worse than KMeans; use ``assign="objective"`` there).
+Limits: the similarity depends on the angle between samples, not on their norms; that suits
+high-dimensional data (images: the paper's data sets) and not data of very few features (the
+constant coordinate of :mod:`ntnumba._select` brings the distance back there).
 
-Cost: dense ``n x n`` similarities (``O(n^2 M)`` per candidate ``r``): meant for the paper's
-data-set sizes (up to a few thousand samples). Larger problems need an approximate k-NN search.
+Cost: ``O(n^2 N)`` multiply-adds per candidate ``r`` (exact blocked search) or pynndescent's
+approximate search above ``EXACT_MAX`` samples; memory ``O(n N + n k)``, no n x n matrix.
 """
 import os
 import sys
@@ -56,14 +67,12 @@ from ._quartic import CACHE
 DEFAULT_SHARED = (0, 1, 2, 4, 8, 16)
 #: cuts closer than this are ties, broken by the larger (C+1)-th Laplacian eigenvalue
 _TIE = 1e-6
-#: the graph uses at most this many leading columns of ``Q`` (see :func:`graph_width`)
-GRAPH_WIDTH = 2100
 #: exact k-NN search up to this many samples, approximate (pynndescent) above (``knn="auto"``)
 EXACT_MAX = 20000
 #: similarity products per block of the exact search (float32 elements, per thread)
 _BLOCK_ELEMENTS = 1 << 22
 
-_ROWS = 512  # rows per block of the n x M updates (remove_shared)
+_ROWS = 512  # rows per block of the n x N updates (remove_shared)
 
 
 def _blas_policy():
@@ -115,17 +124,6 @@ def check_memory(nbytes, what):
                       f"{avail / 2**30:.1f} GiB available", ResourceWarning, stacklevel=3)
 
 
-def graph_width(M):
-    """Number of leading columns of ``Q`` (of ``M``) the graph works with.
-
-    The rows of the initial ``A`` are i.i.d. random directions, so the leading ``m`` columns of
-    ``Q = X A^T`` are a random NT of dimension ``m``; the similarity is an average over the
-    columns and settles long before ``M = 2100`` (docs/performance.md): the graph, the shared
-    directions and the codes of :meth:`~ntnumba.NTClustering.predict` use ``min(M, GRAPH_WIDTH)``.
-    """
-    return int(min(M, GRAPH_WIDTH))
-
-
 def _gram(Q, mean=None):
     """``(Q - mean)^T (Q - mean)`` (float64) summed over blocks of rows on the threads.
 
@@ -150,51 +148,35 @@ def _gram(Q, mean=None):
     return 0.5 * (G + G.T)
 
 
-def shared_directions(Q, r, *, labels=None, random_state=None, return_sv=False):
-    """Mean and the ``r`` leading principal directions of the rows of ``Q``.
+def shared_directions(X, r, *, return_sv=False):
+    """Mean and the ``r`` leading principal directions of the rows of ``X``.
 
-    Only the leading :func:`graph_width` columns of ``Q`` are used: ``mean`` has shape (m,)
-    and ``V`` shape (r, m), orthonormal rows (``V`` is empty for ``r = 0``). With ``labels``:
-    the leading directions of the within-cluster scatter (``Q`` minus its cluster means), the
-    variation shared *inside* the clusters; used once a partition exists (the learned A
-    contracts the clusters, after which the leading directions of the total scatter separate
-    clusters instead). One symmetric eigendecomposition of the m x m scatter matrix (computed
-    over blocks of rows, no centred copy of ``Q``), or of the n x n Gram matrix when
-    ``n < m``; ``random_state`` is kept for callers and not used. With ``return_sv`` also the ``r`` singular values of the centred (scatter)
-    matrix.
+    ``mean`` has shape (N,) and ``V`` shape (r, N), orthonormal rows (``V`` is empty for
+    ``r = 0``). One symmetric eigendecomposition of the N x N scatter matrix (computed over
+    blocks of rows, no centred copy of ``X``), or of the n x n Gram matrix when ``n < N``.
+    With ``return_sv`` also the ``r`` singular values of the centred matrix.
 
     Examples
     --------
     >>> import numpy as np
     >>> from ntnumba._graph import shared_directions
-    >>> Q = np.random.default_rng(0).standard_normal((100, 5)) * [9.0, 1.0, 1.0, 1.0, 1.0]
-    >>> mean, V = shared_directions(Q, 1)
+    >>> X = np.random.default_rng(0).standard_normal((100, 5)) * [9.0, 1.0, 1.0, 1.0, 1.0]
+    >>> mean, V = shared_directions(X, 1)
     >>> np.round(np.abs(V), 1)
     array([[1., 0., 0., 0., 0.]])
     """
-    Q = np.asarray(Q)
-    if not np.issubdtype(Q.dtype, np.floating):
-        Q = Q.astype(np.float64)
-    Q = Q[:, :graph_width(Q.shape[1])]
-    n, m = Q.shape
-    mean = Q.mean(axis=0, dtype=np.float64)
+    X = np.asarray(X)
+    if not np.issubdtype(X.dtype, np.floating):
+        X = X.astype(np.float64)
+    n, m = X.shape
+    mean = X.mean(axis=0, dtype=np.float64)
     r = int(min(r, max(min(n, m) - 1, 0)))
     if r <= 0:
         return (mean, np.zeros((0, m))) + ((np.zeros(0),) if return_sv else ())
     with _blas_policy():
-        if n < m:  # fewer samples than columns: the n x n side
-            return _shared_small(Q, mean, r, labels, return_sv)
-        if labels is None:
-            G = _gram(Q, mean)
-        else:
-            labels = np.asarray(labels)
-            G = _gram(Q)
-            for c in np.unique(labels):
-                sel = labels == c
-                mu = Q[sel].mean(axis=0, dtype=np.float64)
-                G -= sel.sum() * np.outer(mu, mu)
-            G = 0.5 * (G + G.T)
-        w, U = _eig_top(G, r)
+        if n < m:  # fewer samples than features: the n x n side
+            return _shared_small(X, mean, r, return_sv)
+        w, U = _eig_top(_gram(X, mean), r)
     sv = np.sqrt(np.maximum(w, 0.0))
     out = (mean, np.ascontiguousarray(U.T))
     return out + (sv,) if return_sv else out
@@ -212,101 +194,86 @@ def _eig_top(G, r):
     return w[order], U[:, order]
 
 
-def _shared_small(Q, mean, r, labels, return_sv):
-    """:func:`shared_directions` through the n x n Gram matrix (``n < m``)."""
-    Qc = np.asarray(Q, dtype=np.float64) - mean
-    if labels is not None:
-        labels = np.asarray(labels)
-        for c in np.unique(labels):
-            sel = labels == c
-            Qc[sel] -= Qc[sel].mean(axis=0)
-    K = Qc @ Qc.T
+def _shared_small(X, mean, r, return_sv):
+    """:func:`shared_directions` through the n x n Gram matrix (``n < N``)."""
+    Xc = np.asarray(X, dtype=np.float64) - mean
+    K = Xc @ Xc.T
     w, U = _eig_top(0.5 * (K + K.T), r)
     sv = np.sqrt(np.maximum(w, 0.0))
-    V = (U.T @ Qc) / np.where(sv > 0, sv, 1.0)[:, None]
+    V = (U.T @ Xc) / np.where(sv > 0, sv, 1.0)[:, None]
     # orthonormal rows also where the spectrum is degenerate or zero
     V = np.linalg.qr(V.T)[0].T if V.shape[0] else V
     out = (mean, np.ascontiguousarray(V))
     return out + (sv,) if return_sv else out
 
 
-def remove_shared(Q, mean, V):
-    """``(Q - mean)`` with its components along the rows of ``V`` removed (float64).
+def remove_shared(X, mean, V):
+    """``(X - mean)`` with its components along the rows of ``V`` removed (float64).
 
-    Uses the leading ``mean.size`` columns of ``Q`` (see :func:`graph_width`). One n x m
-    result; the projection is subtracted in blocks of rows (no second n x m array).
+    One n x N result; the projection is subtracted in blocks of rows (no second n x N array).
     """
     mean = np.asarray(mean, dtype=np.float64)
-    Qc = np.asarray(Q)[:, :mean.shape[0]].astype(np.float64) - mean
+    Xc = np.asarray(X).astype(np.float64) - mean
     if V.shape[0]:
         with _blas_policy():
-            for start in range(0, Qc.shape[0], _ROWS):
-                P = Qc[start:start + _ROWS] @ V.T
-                Qc[start:start + _ROWS] -= P @ V
-    return Qc
+            for start in range(0, Xc.shape[0], _ROWS):
+                P = Xc[start:start + _ROWS] @ V.T
+                Xc[start:start + _ROWS] -= P @ V
+    return Xc
 
 
-def soft_threshold(Q, lambda1, *, overwrite=False):
-    """The NT representation without the ``lambda0`` terms: ``sign(q) max(|q| - lambda1, 0)``.
+def graph_rows(X, mean, V, offset=None, weights=None):
+    """The rows the graph compares: weighted, centred, shared directions removed (float64).
 
-    ``overwrite``: compute in ``Q`` (a float array the caller no longer needs) instead of a new
-    array.
+    ``weights`` (optional, (N,)): multiply the features first (:mod:`ntnumba._select`);
+    ``offset`` (optional, a number): appended to every row as one more, constant coordinate
+    (the few-features rule of :mod:`ntnumba._select`; shape (n, N + 1) then).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._graph import graph_rows
+    >>> graph_rows(np.array([[1.0, 2.0], [3.0, 2.0]]), np.array([2.0, 2.0]), np.zeros((0, 2)),
+    ...            offset=5.0).tolist()
+    [[-1.0, 0.0, 5.0], [1.0, 0.0, 5.0]]
     """
-    Q = np.asarray(Q)
-    if not np.issubdtype(Q.dtype, np.floating):
-        Q, overwrite = Q.astype(np.float64), True
-    negative = Q < 0
-    out = np.abs(Q, out=Q if overwrite else None)
-    out -= lambda1
-    np.maximum(out, 0.0, out=out)
-    np.negative(out, out=out, where=negative)
-    return out
-
-
-def graph_codes(Q, mean, V, lambda1, offset=None):
-    """The graph's NT representations: shared directions removed, soft threshold (float64).
-
-    ``offset`` (optional, one row): added to every centred row first (:mod:`ntnumba._select`).
-    """
-    Qc = remove_shared(Q, mean, V)
+    X = np.asarray(X)
+    if weights is not None:
+        X = np.asarray(X, dtype=np.float64) * weights
+    R = remove_shared(X, mean, V)
     if offset is not None:
-        Qc += offset
-    return soft_threshold(Qc, lambda1, overwrite=True)
-
-
-def nt_similarity(Y, Z=None):
-    """Normalised support-intersection similarity between the rows of ``Y`` (and ``Z``), dense.
-
-    ``S_ij = rho(y_i, z_j) / sqrt(rho(y_i, y_i) rho(z_j, z_j))`` with
-    ``rho(y, z) = ||y- * z-||_1 + ||y+ * z+||_1`` (the paper's measure); ``S`` is in [0, 1],
-    and 0 for an all-zero row. ``rho`` is the dot product of the non-negative vectors
-    ``[y+, y-]`` and ``rho(y, y) = ||y||^2``: ``S`` is their cosine similarity
-    (:func:`split_codes`). Dense n x n': for small sets only, the graph uses
-    :func:`knn_search`.
-    """
-    Y = np.asarray(Y, dtype=np.float64)
-    Zs = split_codes(Y, np.float64)
-    Ws = Zs if Z is None else split_codes(np.asarray(Z, dtype=np.float64), np.float64)
-    R = Zs @ Ws.T
-    np.clip(R, 0.0, 1.0, out=R)
+        R = np.hstack([R, np.full((R.shape[0], 1), float(offset))])
     return R
 
 
-def split_codes(Y, dtype=np.float32):
-    """``[y+, y-] / ||y||`` per row (n x 2m, non-negative, unit rows; zero rows stay zero).
+def arccos_kernel(c):
+    """``k(t) = (sin t + (pi - t) cos t) / pi`` of the angle ``t = arccos(c)`` (elementwise).
 
-    Their dot products are the normalised similarities of :func:`nt_similarity`.
+    The limit of the normalised NT similarity of ``y = A x`` and ``z = A x'`` for random unit
+    rows of ``A`` as their number grows (the arc-cosine kernel of degree 1, normalised): 1 for
+    equal directions, 1/pi for orthogonal ones, 0 for opposite ones; increasing in ``c``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._graph import arccos_kernel
+    >>> np.round(arccos_kernel(np.array([1.0, 0.0, -1.0])), 4).tolist()
+    [1.0, 0.3183, 0.0]
     """
+    c = np.clip(np.asarray(c, dtype=np.float64), -1.0, 1.0)
+    t = np.arccos(c)
+    return (np.sin(t) + (np.pi - t) * c) / np.pi
+
+
+def unit_rows(Y, dtype=np.float32):
+    """The rows of ``Y`` divided by their norms (zero rows stay zero)."""
     Y = np.asarray(Y)
-    n, m = Y.shape
     norm = np.sqrt(np.einsum("ij,ij->i", Y, Y, dtype=np.float64))
     inv = np.where(norm > 0, 1.0 / np.where(norm > 0, norm, 1.0), 0.0)
-    Z = np.empty((n, 2 * m), dtype=dtype)
-    for start in range(0, n, _ROWS):
-        Yb = Y[start:start + _ROWS] * inv[start:start + _ROWS, None]
-        np.maximum(Yb, 0.0, out=Z[start:start + _ROWS, :m], casting="unsafe")
-        np.negative(Yb, out=Yb)
-        np.maximum(Yb, 0.0, out=Z[start:start + _ROWS, m:], casting="unsafe")
+    Z = np.empty(Y.shape, dtype=dtype)
+    for start in range(0, Y.shape[0], _ROWS):
+        np.multiply(Y[start:start + _ROWS], inv[start:start + _ROWS, None],
+                    out=Z[start:start + _ROWS], casting="unsafe")
     return Z
 
 
@@ -348,11 +315,10 @@ def _topk_rows(S, row0, exclude, idx, val):
 
 
 @njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
-def _pair_similarity(Y, Yref, nn, out, start, stop):
-    """Normalised ``rho`` between ``Y[i]`` and ``Yref[nn[i, j]]`` for rows ``start..stop``.
+def _pair_cosine(Y, Yref, nn, out, start, stop):
+    """Cosine between ``Y[i]`` and ``Yref[nn[i, j]]`` for rows ``start..stop``.
 
-    A Numba JIT-compiled kernel (float64 sums; the exact values of :func:`nt_similarity` for
-    the pairs a search selected). ``nn`` entries of -1 give 0.
+    A Numba JIT-compiled kernel (float64 sums). ``nn`` entries of -1 and zero rows give 0.
     """
     m = Y.shape[1]
     for i in range(start, stop):
@@ -368,27 +334,33 @@ def _pair_similarity(Y, Yref, nn, out, start, stop):
             b2 = 0.0
             for t in range(m):
                 z = Yref[c, t]
-                p = Y[i, t] * z
-                if p > 0.0:
-                    num += p
+                num += Y[i, t] * z
                 b2 += z * z
             den = np.sqrt(a * b2)
-            out[i, j] = min(num / den, 1.0) if den > 0.0 else 0.0
+            out[i, j] = max(-1.0, min(num / den, 1.0)) if den > 0.0 else 0.0
 
 
 def pair_similarity(Y, Yref, nn):
-    """Normalised NT similarities ``S[i, j] = S(Y[i], Yref[nn[i, j]])`` (float64, exact)."""
+    """Graph similarities ``S[i, j] = k(Y[i], Yref[nn[i, j]])`` (float64, exact).
+
+    ``k``: the square of :func:`arccos_kernel` of the cosine (module docs); 0 where ``nn`` is
+    -1 or a row is zero.
+    """
     Y = np.ascontiguousarray(Y, dtype=np.float64)
     Yref = Y if Yref is None else np.ascontiguousarray(Yref, dtype=np.float64)
     nn = np.ascontiguousarray(nn, dtype=np.int64)
-    out = np.zeros(nn.shape)
+    cos = np.zeros(nn.shape)
     if nn.size:
-        run_ranges(lambda a, b: _pair_similarity(Y, Yref, nn, out, a, b), nn.shape[0])
-    return out
+        run_ranges(lambda a, b: _pair_cosine(Y, Yref, nn, cos, a, b), nn.shape[0])
+    zero = (nn < 0) | (np.einsum("ij,ij->i", Y, Y) == 0)[:, None]
+    if nn.size:
+        ok = nn >= 0
+        zero[ok] |= np.einsum("ij,ij->i", Yref, Yref)[nn[ok]] == 0
+    return np.where(zero, 0.0, arccos_kernel(cos) ** 2)
 
 
 def _knn_exact(Z, Zref, k, exclude):
-    """Blocked exact search over the split codes: ``(idx, approximate similarities)``."""
+    """Blocked exact search over unit rows (cosine): ``(idx, approximate cosines)``."""
     n, n_ref = Z.shape[0], Zref.shape[0]
     idx = np.empty((n, k), dtype=np.int64)
     val = np.empty((n, k), dtype=np.float32 if Z.dtype == np.float32 else np.float64)
@@ -406,7 +378,7 @@ def _knn_exact(Z, Zref, k, exclude):
 
 
 def _knn_approximate(Z, Zref, k, exclude, seed, verbose):
-    """pynndescent search over the split codes (cosine): ``(idx, None)``."""
+    """pynndescent search over unit rows (cosine): ``(idx, None)``."""
     exclude_self = exclude is not None
     try:
         from pynndescent import NNDescent
@@ -435,12 +407,13 @@ def _knn_approximate(Z, Zref, k, exclude, seed, verbose):
 
 def knn_search(Y, k, *, Y_ref=None, exclude_self=False, exclude=None, method="auto",
                random_state=None, verbose=0):
-    """The ``k`` most NT-similar rows of ``Y_ref`` (default ``Y``) for every row of ``Y``.
+    """The ``k`` most similar rows of ``Y_ref`` (default ``Y``) for every row of ``Y``.
 
     Parameters
     ----------
     Y, Y_ref : ndarray of shape (n, m), (n_ref, m)
-        NT representations (e.g. :func:`graph_codes`).
+        The rows the graph compares (:func:`graph_rows`); similarity: the
+        square of the :func:`arccos_kernel` of their cosine (the order is the cosine's).
     k : int
         Number of neighbours (capped at the number of candidates).
     exclude_self : bool, default False
@@ -448,9 +421,9 @@ def knn_search(Y, k, *, Y_ref=None, exclude_self=False, exclude=None, method="au
     exclude : None or int array of shape (n,)
         A row of ``Y_ref`` that is not a neighbour of that row of ``Y`` (-1: none).
     method : {"auto", "exact", "approximate"}, default "auto"
-        ``"exact"``: blocked products of the float32 split codes (:func:`split_codes`),
+        ``"exact"``: blocked products of the float32 unit rows (:func:`unit_rows`),
         memory ``O(n k)`` plus one block of similarities per thread. ``"approximate"``:
-        pynndescent's nearest-neighbour descent on the same codes (cosine). ``"auto"``: exact
+        pynndescent's nearest-neighbour descent on the same rows (cosine). ``"auto"``: exact
         up to ``EXACT_MAX`` reference samples.
     random_state : int or None
         Seed of the approximate search.
@@ -469,7 +442,7 @@ def knn_search(Y, k, *, Y_ref=None, exclude_self=False, exclude=None, method="au
     >>> Y = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [-1.0, 0.0]])
     >>> idx, sim = knn_search(Y, 1, exclude_self=True)
     >>> idx.ravel().tolist()
-    [1, 0, 1, 0]
+    [1, 0, 1, 2]
     """
     Y = np.asarray(Y, dtype=np.float64)
     same = Y_ref is None or Y_ref is Y
@@ -487,8 +460,8 @@ def knn_search(Y, k, *, Y_ref=None, exclude_self=False, exclude=None, method="au
     if method not in ("exact", "approximate"):
         raise ValueError(f"method: expected 'auto', 'exact' or 'approximate', got {method!r}")
     with _blas_policy():
-        Z = split_codes(Y)
-        Zr = Z if same else split_codes(Yr)
+        Z = unit_rows(Y)
+        Zr = Z if same else unit_rows(Yr)
         if method == "exact" or n_ref <= k + 1:
             nn, _ = _knn_exact(Z, Zr, k, np.full(n, -1, dtype=np.int64) if ex is None else ex)
         else:
@@ -710,23 +683,21 @@ def copy_factor(sim, k):
     return int(max(1, np.median(first)))
 
 
-def graph_partition(Q, n_clusters, *, lambda1=0.03, n_neighbors=5, n_shared=DEFAULT_SHARED,
-                    random_state=None, return_all=False, knn="auto", verbose=0, offset=None):
-    """Cluster the rows of ``Q`` on the k-NN graph of their NT similarity (module docs).
+def graph_partition(X, n_clusters, *, n_neighbors=5, n_shared=DEFAULT_SHARED, random_state=None,
+                    return_all=False, knn="auto", verbose=0, offset=None):
+    """Cluster the rows of ``X`` on the k-NN graph of their angular similarity (module docs).
 
     Parameters
     ----------
-    Q : array-like of shape (n, M)
-        Linear maps of the samples (only the leading :func:`graph_width` columns are used).
+    X : array-like of shape (n, N)
+        The samples (scaled, with the representation rules of :mod:`ntnumba._select` applied).
     n_clusters : int
-    lambda1 : float, default 0.03
-        Threshold of the NT representation.
     n_neighbors : int, default 5
         ``k`` of the k-NN graph.
     n_shared : int or sequence of int, default (0, 1, 2, 4, 8, 16)
         Number ``r`` of shared principal directions removed; a sequence: candidates, the one
         with the smallest relaxed normalised cut is used. Capped at a quarter of the rank of
-        the centred ``Q`` (on data of few features no or few directions are removed).
+        the centred ``X`` (on data of few features no or few directions are removed).
     random_state : int, RandomState or None
         Seed of the approximate k-NN search and of the eigensolver's start vector.
     return_all : bool, default False
@@ -735,14 +706,14 @@ def graph_partition(Q, n_clusters, *, lambda1=0.03, n_neighbors=5, n_shared=DEFA
         The k-NN search (:func:`knn_search`).
     verbose : int, default 0
         Progress of every phase on stderr.
-    offset : None or array of shape (m,) (m = :func:`graph_width`)
-        Added to every centred row before the threshold (see :mod:`ntnumba._select`).
+    offset : None or float
+        A constant coordinate appended to every centred row (:func:`graph_rows`).
 
     Returns
     -------
     labels : ndarray of shape (n,), int64, values in ``0..n_clusters-1``
     info : dict
-        ``"n_shared"`` (the chosen r), ``"ncut"`` ({r: cut}), ``"mean"`` (m,), ``"V"`` (r, m),
+        ``"n_shared"`` (the chosen r), ``"ncut"`` ({r: cut}), ``"mean"`` (N,), ``"V"`` (r, N),
         ``"n_distinct"`` (number of distinct rows: equal rows are one node of the graph).
 
     Examples
@@ -756,15 +727,15 @@ def graph_partition(Q, n_clusters, *, lambda1=0.03, n_neighbors=5, n_shared=DEFA
     >>> np.bincount(labels).tolist()
     [30, 30]
     """
-    Q = np.asarray(Q)
-    if not np.issubdtype(Q.dtype, np.floating):
-        Q = Q.astype(np.float64)
-    n = Q.shape[0]
+    X = np.asarray(X)
+    if not np.issubdtype(X.dtype, np.floating):
+        X = X.astype(np.float64)
+    n, N = X.shape
     C = int(n_clusters)
     cands = [int(n_shared)] if np.isscalar(n_shared) else sorted({int(r) for r in n_shared})
     if n <= C:
         labels = np.arange(n, dtype=np.int64) % max(C, 1)
-        mean, V = shared_directions(Q, 0)
+        mean, V = shared_directions(X, 0)
         return labels, {"n_shared": 0, "ncut": {0: 0.0}, "mean": mean, "V": V,
                         "n_distinct": n}
     if isinstance(random_state, (int, np.integer)):
@@ -773,35 +744,34 @@ def graph_partition(Q, n_clusters, *, lambda1=0.03, n_neighbors=5, n_shared=DEFA
         from sklearn.utils import check_random_state
         seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
     say = _Progress(verbose)
-    m = graph_width(Q.shape[1])
     k = int(n_neighbors)
-    # codes (float64, n x m), split codes (float32, n x 2m), neighbour lists and the graph
-    check_memory(n * m * 8 * 2 + n * m * 8 + n * (k + 1) * 64, "the k-NN graph")
+    # rows (float64, n x N), unit rows (float32), neighbour lists (8 k at most) and the graph
+    K = max(8 * k, 32)
+    check_memory(n * (N + 1) * (8 + 4) + n * (K + 1) * 32, "the k-NN graph")
     with _blas_policy():
-        labels, info = _partition(Q[:, :m], C, lambda1, k, cands, seed, return_all, knn, say,
-                                  offset)
+        labels, info = _partition(X, C, k, cands, seed, return_all, knn, say, offset)
     return labels, info
 
 
-def _partition(Q, C, lambda1, k, cands, seed, return_all, knn, say, offset=None):
-    n, m = Q.shape
+def _partition(X, C, k, cands, seed, return_all, knn, say, offset=None):
+    n, N = X.shape
     # equal samples are one node: copies of a sample must not fill its neighbour list
-    first, inverse = distinct_rows(Q)
-    Qd = Q[first] if first.size < n else Q
-    nd = Qd.shape[0]
-    say(f"{n} samples ({nd} distinct), {m} columns, k = {k}")
+    first, inverse = distinct_rows(X)
+    Xd = X[first] if first.size < n else X
+    nd = Xd.shape[0]
+    say(f"{n} samples ({nd} distinct), {N} features, k = {k}")
     if nd <= C:
         lab = np.arange(nd, dtype=np.int64)
-        mean, V = shared_directions(Qd, 0)
+        mean, V = shared_directions(Xd, 0)
         return lab[inverse], {"n_shared": 0, "ncut": {0: 0.0}, "mean": mean, "V": V,
                               "n_distinct": nd}
     # remove at most a quarter of the directions the centred data span (their rank, at most
-    # min(n - 1, m)): removing directions makes any k-NN graph look more clustered, and on data
+    # min(n - 1, N)): removing directions makes any k-NN graph look more clustered, and on data
     # of few features (low-dimensional blobs) the cut then prefers removing almost everything;
     # the leading 4 r_max + 1 directions give the rank when it is that small
-    full = min(nd - 1, m)
+    full = min(nd - 1, N)
     r_req = min(4 * max(cands) + 1, full)
-    mean, Vall, sv = shared_directions(Qd, r_req, return_sv=True)
+    mean, Vall, sv = shared_directions(Xd, r_req, return_sv=True)
     rank = int(np.sum(sv > 1e-7 * sv[0])) if sv.size and sv[0] > 0 else 0
     if rank == Vall.shape[0]:
         rank = full  # at least r_req directions: the cap does not bind
@@ -813,7 +783,7 @@ def _partition(Q, C, lambda1, k, cands, seed, return_all, knn, say, offset=None)
     copies = None  # near-copies per sample (copy_factor), from the first candidate's lists
     for r in cands:
         V = Vall[:r]
-        Y = graph_codes(Qd, mean, V, lambda1, offset)
+        Y = graph_rows(Xd, mean, V, offset)
         # K neighbours: enough to see near-copies (copy_factor) and to keep k g of them
         K = min(nd - 1, max(8 * k, 32) if copies is None else k * copies)
         nn, sim = knn_search(Y, K, exclude_self=True, method=knn, random_state=seed,
@@ -893,11 +863,11 @@ def knn_vote(Y_new, Y_ref, labels_ref, n_clusters, n_neighbors, *, exclude_self=
     """Out-of-sample rule of the graph mode: similarity-weighted vote of the nearest references.
 
     For every row of ``Y_new`` the ``n_neighbors`` most similar rows of ``Y_ref``
-    (:func:`knn_search`, normalised NT similarity ``S``) vote for their label with weight
-    ``S``. Returns ``(labels, score)`` where ``score = 1 - mean similarity to those
-    neighbours`` (0: identical to its neighbours, 1: no support overlap with any training
-    sample), the quantity the rejection option thresholds. ``exclude_self``: ``Y_new`` is
-    ``Y_ref`` (training scores, leave-one-out).
+    (:func:`knn_search`: rows of :func:`graph_rows`, similarity ``S`` the squared arc-cosine
+    kernel of their angle) vote for their label with weight ``S``. Returns ``(labels, score)`` where
+    ``score = 1 - mean similarity to those neighbours`` (0: the direction of its neighbours,
+    1: opposite to every training sample), the quantity the rejection option thresholds.
+    ``exclude_self``: ``Y_new`` is ``Y_ref`` (training scores, leave-one-out).
     ``exclude``: None or an int array of shape ``(n_new,)``, a row of ``Y_ref`` that does not
     vote for that row of ``Y_new`` (-1: none); the leave-one-out vote of given training rows.
     ``return_votes``: also return the ``(n_new, n_clusters)`` vote shares (each neighbour's

@@ -182,8 +182,9 @@ def pass_final(Xk, carry, labels_k, A, tau, nu, p):
     return lab, sim
 
 
-def pass_vote(Xk, carry, rows, A, p, mean, V, codes_ref, labels_ref):
-    """Graph rule: labels of the rows ``rows`` of the block by the k-NN vote of ``predict``."""
-    Q = compute_Q(np.ascontiguousarray(Xk[rows]), A, p.learn_transform)
-    return _graph.knn_vote(_graph.graph_codes(Q, mean, V, p.lambda1), codes_ref, labels_ref,
-                           p.n_clusters, p.n_neighbors)[0]
+def pass_vote(Xk, carry, rows, p, space, rows_ref, labels_ref):
+    """Graph rule: labels of the rows ``rows`` of the block by the k-NN vote of ``predict``
+    (``space``: ``(weights, mean, V, offset)`` of :func:`ntnumba._graph.graph_rows`)."""
+    w, mean, V, offset = space
+    R = _graph.graph_rows(np.asarray(Xk[rows]), mean, V, offset, w)
+    return _graph.knn_vote(R, rows_ref, labels_ref, p.n_clusters, p.n_neighbors)[0]

@@ -27,8 +27,8 @@ key                       content
 ``feature_names_in_``     optional: unicode strings, (N,), when fitted on a DataFrame
 ``n_shared_``             ``assign="graph"`` only: integer, shared directions removed
 ``graph_cut_``            ``assign="graph"`` only: float, normalised cut of the partition
-``shared_mean_``          ``assign="graph"`` only: (M,), mean of the training representations
-``shared_components_``    ``assign="graph"`` only: (n_shared_, M), the shared directions
+``shared_mean_``          ``assign="graph"`` only: (N,), mean of the graph's training rows
+``shared_components_``    ``assign="graph"`` only: (n_shared_, N), the shared directions
 ``fit_X_``                ``assign="graph"`` only: (n_train, N), the scaled training data, the
                           reference set of the out-of-sample k-NN vote of ``predict``
 ========================  =====================================================================
@@ -383,10 +383,10 @@ def _load(f, path, factory):
                                           max_bytes=4 * _MAX_NAME * N).astype(object)
     if p.rule == "graph":
         r = model.n_shared_
-        if not 0 <= r <= M:
-            f.fail(f"n_shared_ is {r}, outside [0, {M}]")
-        model.shared_mean_ = f.array("shared_mean_", (M,), float_kinds)
-        model.shared_components_ = f.array("shared_components_", (r, M), float_kinds)
+        if not 0 <= r <= N:
+            f.fail(f"n_shared_ is {r}, outside [0, {N}]")
+        model.shared_mean_ = f.array("shared_mean_", (N,), float_kinds)
+        model.shared_components_ = f.array("shared_components_", (r, N), float_kinds)
         model._fit_X = f.array("fit_X_", (n, N), float_kinds)
     _check_arrays(model, path)
     model._restore_loaded(p)

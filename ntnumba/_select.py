@@ -1,28 +1,29 @@
 """What the graph rule's similarity needs from the data, decided without labels.
 
-The graph rule (:mod:`ntnumba._graph`) compares samples by the normalised support-intersection
-similarity of their centred NT representations, which is close to a function of the *angle*
-between the centred samples. Two kinds of data break that similarity, and both can be seen
-in the data alone:
+The graph rule (:mod:`ntnumba._graph`) compares samples by the *angle* between them (centred,
+shared directions removed; the limit of the normalised support-intersection similarity of
+their random NT codes). Two kinds of data break that similarity, and both can be seen in the
+data alone:
 
 1. **Features on very different scales** (``representation="auto"``). When the largest
    feature standard deviation exceeds ``SCALE_RATIO`` (10) times the median one, the angle is
    decided by the largest feature(s) alone (scikit-learn's raw wine: proline's standard
    deviation is ~1000 times the median; the default clustered it at 40% CA, near the 33% of
-   chance). The columns of the initial random map ``A`` are then multiplied by ``1 / std``
-   of their feature (scaled so that the total variance is kept): ``A x`` is a random map of
-   the standardised sample, for the graph, for learning and for new samples alike. Images and
-   other data of comparable feature scales (ratio 1.5-3.7 on every image set of the
-   development suite) are left as they are. With ``learn_transform=False`` (``A = I``) only
-   the graph sees the standardised data.
+   chance). The graph then compares the features multiplied by ``1 / std`` (scaled so that
+   the total variance is kept), and the columns of the initial random map ``A`` get the same
+   weights: ``A x`` is a random map of the standardised sample, for learning and for new
+   samples alike. Images and other data of comparable feature scales (ratio 1.5-3.7 on every
+   image set of the development suite) are left as they are.
 2. **Few features** (at most ``FEW_FEATURES`` = 16). The angle between centred samples
    discards their distance from the centre, one of ``N`` degrees of freedom: negligible for
    images, decisive for 2-5 features (on 2-D blobs the angle groups samples into pie slices).
    The graph then compares the centred samples with one extra constant coordinate, as large
-   as the median distance of a sample from the mean (in ``A x``: a fixed random direction of
-   that length added to every centred row). The angle between ``(x, c)`` and ``(z, c)``
-   depends on ``x - z`` as well as on the angle, and tends to the Euclidean distance as ``c``
-   grows.
+   as the median distance of a sample from the mean. The angle between ``(x, c)`` and
+   ``(z, c)`` depends on ``x - z`` as well as on the angle, and tends to the Euclidean
+   distance as ``c`` grows.
+
+Both are functions of the reference set alone (:func:`graph_space`): the fit and ``predict``
+recompute them from the same rows.
 
 Measured on the development suite (``docs/dev_results.md``): raw wine 40 -> 94, raw
 breast_cancer 60 -> 94, blobs scaled over five orders of magnitude 21 -> 100, iris 78 -> 91,
@@ -93,45 +94,63 @@ def weighted_map(X, A, representation="auto"):
     return np.ascontiguousarray(A * w[None, :].astype(A.dtype))
 
 
-def constant_coordinate(Q, n_features, random_state, *, few=FEW_FEATURES):
-    """The offset of the few-features rule (module docs), or None for more features.
+def constant_coordinate(X, *, few=FEW_FEATURES):
+    """The constant coordinate of the few-features rule (module docs), or None for more
+    features: the median distance of a row of ``X`` from the rows' mean.
 
-    A random unit direction (seeded by ``random_state``) in the space of ``Q``'s rows, scaled
-    to the median distance of a row of ``Q`` from the rows' mean.
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._select import constant_coordinate
+    >>> constant_coordinate(np.array([[0.0, 0.0], [2.0, 0.0], [4.0, 0.0]]))
+    2.0
+    >>> constant_coordinate(np.zeros((3, 20))) is None
+    True
     """
-    if n_features > few:
+    X = np.asarray(X, dtype=np.float64)
+    if X.shape[1] > few:
         return None
-    Q = np.asarray(Q, dtype=np.float64)
-    c = float(np.median(np.linalg.norm(Q - Q.mean(axis=0), axis=1)))
-    a = np.random.RandomState(random_state).standard_normal(Q.shape[1])
-    return (c / np.linalg.norm(a)) * a
+    return float(np.median(np.linalg.norm(X - X.mean(axis=0), axis=1)))
 
 
-def partition(X, Q, n_clusters, p, random_state, verbose=0):
+def graph_space(X, representation="auto"):
+    """The representation rules for the rows ``X`` (the scaled reference set).
+
+    Returns ``(weights, offset, applied)``: the feature weights (None: none), the constant
+    coordinate (None: none) of :func:`ntnumba._graph.graph_rows`, and the names of the rules
+    applied. ``representation="as-is"``: neither.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._select import graph_space
+    >>> X = np.random.default_rng(0).standard_normal((50, 3)) * [1.0, 1.0, 1000.0]
+    >>> w, c, applied = graph_space(X)
+    >>> applied
+    ['standardised', 'constant coordinate']
+    """
+    if representation != "auto":
+        return None, None, []
+    w = feature_weights(X)
+    Xw = np.asarray(X, dtype=np.float64) if w is None else np.asarray(X, dtype=np.float64) * w
+    c = constant_coordinate(Xw)
+    applied = (["standardised"] if w is not None else []) + \
+        (["constant coordinate"] if c is not None else [])
+    return w, c, applied
+
+
+def partition(X, n_clusters, p, random_state, verbose=0):
     """The graph partition of ``init="graph"`` with the representation rules (module docs).
 
-    ``X``: the (scaled) data; ``Q``: ``X A^T`` of the initial map (``X`` itself when
-    ``A = I``); ``p``: the driver's parameters (``lambda1``, ``n_neighbors``, ``n_shared``,
-    ``representation``, ``learn_transform``). Returns what
-    :func:`ntnumba._graph.graph_partition` returns; ``info["representation"]`` records the
-    rules applied.
+    ``X``: the (scaled) data; ``p``: the driver's parameters (``n_neighbors``, ``n_shared``,
+    ``representation``). Returns what :func:`ntnumba._graph.graph_partition` returns;
+    ``info["representation"]`` records the rules applied.
     """
-    from ._graph import graph_partition, graph_width
+    from ._graph import graph_partition
 
-    rep = getattr(p, "representation", "as-is")
-    offset, applied = None, []
-    if rep == "auto":
-        if not p.learn_transform:  # A = I: no map to carry the weights, the graph alone
-            w = feature_weights(X)
-            if w is not None:
-                Q = np.asarray(X, dtype=np.float64) * w
-        if feature_weights(X) is not None:
-            applied.append("standardised")
-        # in the columns the graph uses (graph_width)
-        offset = constant_coordinate(Q[:, :graph_width(Q.shape[1])], X.shape[1], random_state)
-        if offset is not None:
-            applied.append("constant coordinate")
-    labels, info = graph_partition(Q, n_clusters, lambda1=p.lambda1, n_neighbors=p.n_neighbors,
+    w, offset, applied = graph_space(X, getattr(p, "representation", "as-is"))
+    Xw = X if w is None else np.asarray(X, dtype=np.float64) * w
+    labels, info = graph_partition(Xw, n_clusters, n_neighbors=p.n_neighbors,
                                    n_shared=p.n_shared, random_state=random_state,
                                    verbose=verbose, offset=offset)
     info["representation"] = applied

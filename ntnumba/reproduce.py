@@ -231,7 +231,6 @@ def run_peers(X, y, C, seeds):
 def run_knn(X, y, C, defaults, seed=0):
     """1-NN accuracy (stratified 70/30 split, seed 0): raw pixels vs NT representations."""
     from sklearn.neighbors import KNeighborsClassifier
-    from . import _driver
     from .metrics import knn_split
 
     tr, te = knn_split(y, test_size=0.3, random_state=seed)
@@ -246,8 +245,7 @@ def run_knn(X, y, C, defaults, seed=0):
     out["nt_y"] = acc(Ytr, Yte)
     if hasattr(model, "shared_components_"):
         def codes(Z):
-            Q = _driver.compute_Q(model._scaled(Z, model.scale_), model.components_, True)
-            return model._graph_codes(Q)
+            return model._graph_rows(model._scaled(Z, model.scale_))
         out["nt_code"] = acc(codes(X[tr]), codes(X[te]))
     pred = model.predict(X[te])
     out["train_ca"] = _scores(y[tr], model.labels_)["ca"]

@@ -10,7 +10,8 @@ from sklearn.exceptions import NotFittedError
 import ntnumba
 from ntnumba import NTClustering
 
-from naive import assign_loop, candidate_enum, rho
+import naive_graph
+from naive import assign_loop, candidate_enum
 
 
 def _blobs(spread=1.5, n=40, N=8, seed=0):
@@ -85,12 +86,16 @@ def test_graph_partition_is_not_the_vote(graph_model, X):
 
 # ------------------------------------------------------------------------------ soft scores
 def _naive_codes(model, X):
-    """The graph rule's NT representations of ``X`` from the public fitted attributes."""
-    Q = (np.asarray(X, dtype=np.float64) * model.scale_) @ model.components_.T
-    Qc = Q - model.shared_mean_
+    """The rows the graph rule compares for ``X``, from the public fitted attributes: scaled,
+    centred, shared directions removed, and (8 features: the few-features rule) one constant
+    coordinate, the median distance of a scaled training row from the training mean."""
+    train = np.asarray(model._fit_X, dtype=np.float64)
+    mu = train.mean(axis=0)
+    c = float(np.median([math.sqrt(sum((v - m) ** 2 for v, m in zip(row, mu))) for row in train]))
+    Qc = np.asarray(X, dtype=np.float64) * model.scale_ - model.shared_mean_
     for v in model.shared_components_:
         Qc = Qc - np.outer(Qc @ v, v)
-    return np.sign(Qc) * np.maximum(np.abs(Qc) - model.lambda1, 0.0)
+    return np.c_[Qc, np.full(len(Qc), c)]
 
 
 def _naive_vote(Yq, Yref, labels_ref, C, k, exclude=None):
@@ -101,8 +106,7 @@ def _naive_vote(Yq, Yref, labels_ref, C, k, exclude=None):
         for j, z in enumerate(Yref):
             if exclude is not None and exclude[i] == j:
                 continue
-            d = math.sqrt(rho(y, y) * rho(z, z))
-            sims.append((rho(y, z) / d if d > 0 else 0.0, j))
+            sims.append((naive_graph.similarity(y, z), j))
         for s, j in sorted(sims, reverse=True)[:k]:
             out[i, labels_ref[j]] += max(s, 0.0) + 1e-12
         out[i] /= out[i].sum()

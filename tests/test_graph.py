@@ -21,23 +21,24 @@ def _planted(seed, C=4, n_per=40, N=30, shared=2, amp=8.0, noise=0.4):
     return X, y
 
 
-def test_nt_similarity_matches_naive_rho():
+def test_graph_similarity_is_the_limit_of_the_nt_similarity():
+    """The normalised rho of y = A x, z = A x' (random unit rows of A, no threshold) tends to
+    the arc-cosine kernel of the angle between x and x' (Monte Carlo, 200000 rows)."""
     rng = np.random.default_rng(0)
-    Y = rng.standard_normal((7, 9)) * (rng.random((7, 9)) < 0.6)
-    Z = rng.standard_normal((4, 9))
-    Y[3] = 0.0
-    for A, B, S in ((Y, Y, G.nt_similarity(Y)), (Y, Z, G.nt_similarity(Y, Z))):
-        for i in range(A.shape[0]):
-            for j in range(B.shape[0]):
-                den = np.sqrt(naive.rho(A[i], A[i]) * naive.rho(B[j], B[j]))
-                want = naive.rho(A[i], B[j]) / den if den > 0 else 0.0
-                assert S[i, j] == pytest.approx(want, abs=1e-12)
-    assert np.all(G.nt_similarity(Y)[3] == 0.0)
+    A = rng.standard_normal((200000, 4))
+    A /= np.linalg.norm(A, axis=1, keepdims=True)
+    x = rng.standard_normal(4)
+    for t in (0.3, 1.2, 2.5):
+        u = rng.standard_normal(4)
+        u -= (u @ x) / (x @ x) * x
+        z = np.cos(t) * x / np.linalg.norm(x) + np.sin(t) * u / np.linalg.norm(u)
+        y, w = A @ x, A @ z
+        mc = naive.rho(y, w) / np.sqrt(naive.rho(y, y) * naive.rho(w, w))
+        assert G.arccos_kernel(np.cos(t)) == pytest.approx(mc, abs=0.01)
+        assert naive_graph.similarity(x, 3.0 * z) == pytest.approx(mc ** 2, abs=0.01)
 
 
-def test_soft_threshold_and_remove_shared():
-    Q = np.array([[0.5, -0.01, -2.0]])
-    np.testing.assert_allclose(G.soft_threshold(Q, 0.03), [[0.47, 0.0, -1.97]])
+def test_remove_shared_and_graph_rows():
     rng = np.random.default_rng(1)
     Q = rng.standard_normal((50, 6)) @ np.diag([9.0, 5.0, 1.0, 1.0, 0.5, 0.2])
     mean, V = G.shared_directions(Q, 2)
@@ -46,10 +47,15 @@ def test_soft_threshold_and_remove_shared():
     R = G.remove_shared(Q, mean, V)
     np.testing.assert_allclose(R @ V.T, 0.0, atol=1e-10)
     np.testing.assert_allclose(R.mean(0), 0.0, atol=1e-12)
-    # the randomised path (> 600 columns) finds the same subspace for a clear spectrum
+    w = rng.random(6) + 0.5
+    got = G.graph_rows(Q, mean, V, 2.5, w)
+    want = Q * w - mean
+    want -= (want @ V.T) @ V
+    np.testing.assert_allclose(got, np.c_[want, np.full(50, 2.5)], atol=1e-12)
+    # the Lanczos path (> 600 columns) finds the same subspace for a clear spectrum
     big = rng.standard_normal((80, 700)) * 0.01
     big[:, :3] += rng.standard_normal((80, 3)) * [30.0, 20.0, 10.0]
-    _, V = G.shared_directions(big, 3, random_state=0)
+    _, V = G.shared_directions(big, 3)
     _, _, Vt = np.linalg.svd(big - big.mean(0), full_matrices=False)
     np.testing.assert_allclose(V.T @ V, Vt[:3].T @ Vt[:3], atol=1e-6)
     assert G.shared_directions(Q, 0)[1].shape == (0, 6)
@@ -130,7 +136,7 @@ def test_graph_partition_small_inputs():
 
 def test_knn_vote():
     X, y = _planted(0)
-    codes = G.soft_threshold(X, 0.03)
+    codes = X - X.mean(axis=0)
     rng = np.random.default_rng(6)
     new = codes + 0.01 * rng.standard_normal(codes.shape)
     lab, score = G.knn_vote(new, codes, y, 4, 5)
@@ -210,7 +216,7 @@ def test_n_shared_validation(bad, err):
 def test_n_shared_fixed_and_candidates():
     X, y = _planted(3)
     m = NTClustering(4, n_components=40, n_shared=2, random_state=0).fit(X)
-    assert m.n_shared_ == 2 and m.shared_components_.shape == (2, 40)
+    assert m.n_shared_ == 2 and m.shared_components_.shape == (2, X.shape[1])
     m = NTClustering(4, n_components=40, n_shared=[0, 3], random_state=0).fit(X)
     assert m.n_shared_ in (0, 3)
 
@@ -280,7 +286,7 @@ def test_pair_similarity_and_knn_graph_match_naive():
 def test_lanczos_path_of_the_eigensolver(monkeypatch):
     """Above SHIFT_INVERT_MAX samples: Lanczos on I + D^-1/2 W D^-1/2, same eigenpairs."""
     X, y = _planted(4, n_per=60)
-    Y = G.soft_threshold(G.remove_shared(X, *G.shared_directions(X, 2)), 0.03)
+    Y = G.graph_rows(X, *G.shared_directions(X, 2))
     W = G.knn_graph(*G.knn_search(Y, 5, exclude_self=True))
     want = G.spectral_embedding(W, 4, random_state=0)
     monkeypatch.setattr(G, "SHIFT_INVERT_MAX", 10)
@@ -383,16 +389,12 @@ def test_copy_factor():
     assert G.copy_factor(smooth, 2) == 1
 
 
-@pytest.mark.parametrize("shape", [(80, 30), (30, 80)])   # the m x m and the n x n side
-def test_shared_directions_within_clusters_match_svd(shape):
+@pytest.mark.parametrize("shape", [(80, 30), (30, 80)])   # the N x N and the n x n side
+def test_shared_directions_match_svd(shape):
     rng = np.random.default_rng(21)
     Q = rng.standard_normal(shape) * np.linspace(3.0, 0.1, shape[1])
-    labels = rng.integers(0, 3, shape[0])
-    W = Q.copy()
-    for c in range(3):
-        W[labels == c] -= W[labels == c].mean(axis=0)
-    _, sv, Vt = np.linalg.svd(W, full_matrices=False)
-    mean, V, got_sv = G.shared_directions(Q, 4, labels=labels, return_sv=True)
+    _, sv, Vt = np.linalg.svd(Q - Q.mean(axis=0), full_matrices=False)
+    mean, V, got_sv = G.shared_directions(Q, 4, return_sv=True)
     np.testing.assert_allclose(V.T @ V, Vt[:4].T @ Vt[:4], atol=1e-8)
     np.testing.assert_allclose(got_sv, sv[:4], rtol=1e-8)
     np.testing.assert_allclose(mean, Q.mean(axis=0))
