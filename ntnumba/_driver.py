@@ -19,6 +19,7 @@ once per fit, as before this driver served every path.
 """
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -603,6 +604,20 @@ def partial(src, state, rng, p, stream, forget, seed, *, verbose=0):
 # ---------------------------------------------------------------------------------------------
 # the fitted state
 # ---------------------------------------------------------------------------------------------
+def warn_zero_codes(nonzero, q_max, p, scale):
+    """One ``RuntimeWarning`` when no training sample has a nonzero NT representation
+    (``nonzero == 0``): ``lambda1`` at or above every ``|q| = |A x|`` of the scaled data (a
+    large ``lambda1``, or data of subnormal size that ``scaling="rms"`` cannot scale up).
+    Attributed to the caller of ``fit`` / ``partial_fit`` (four frames up)."""
+    if nonzero:
+        return
+    warnings.warn(
+        f"all NT representations of the training data are zero: lambda1={p.lambda1:.6g} "
+        f"against max |A x| = {q_max:.4g} over the data scaled by scale_={scale:.3g}; "
+        f"transform() gives zeros and the representations play no part in the clusters. "
+        f"Lower lambda1 below max |A x| or rescale the data", RuntimeWarning, stacklevel=5)
+
+
 def fitted_attributes(ctx, state, rng, p, seed):
     """The fitted attributes of :class:`ntnumba.NTClustering` from the final iterate (a dict;
     the estimator assigns them all at once). ``labels_`` and ``similarity_labels_``: Stage 1
@@ -626,6 +641,8 @@ def fitted_attributes(ctx, state, rng, p, seed):
         out["labels_"] = np.concatenate([r[0] for r in res]).astype(np.int64, copy=False)
         out["similarity_labels_"] = np.concatenate([r[1] for r in res]).astype(np.int64,
                                                                                copy=False)
+        warn_zero_codes(sum(r[2] for r in res), max((r[3] for r in res), default=0.0), p,
+                        src.scale)
         if p.rule != "graph":
             return out
     r = int(state.graph["n_shared"])

@@ -180,7 +180,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         Number of dissimilarity parameters ``Cd``; only ``None`` or ``n_clusters`` (the paper's
         setting, one tau per cluster) are supported.
     lambda0, lambda1 : float, default 0.03
-        Weights of the min-max score and of the l1 norm of the representations.
+        Weights of the min-max score and of the l1 norm of the representations. When no
+        training sample keeps a nonzero representation (``lambda1`` at or above every
+        ``|A x|`` of the scaled data) ``fit`` warns (``RuntimeWarning``) with ``max |A x|``.
     lambda_e : float, default 0.001
         Weight of the discrimination prior ``u_p`` on the parameters.
     lambda_a : float, default 1.0

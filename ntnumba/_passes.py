@@ -175,11 +175,14 @@ def pass_objective(Xk, carry, labels_k, sim_k, A, tau, nu, p, keep_q):
 
 
 def pass_final(Xk, carry, labels_k, A, tau, nu, p):
-    """Stage 1 with the final parameters: ``(labels, sim)`` of the block's samples (the graph
-    rule keeps its clusters)."""
+    """Stage 1 with the final parameters: ``(labels, sim, nonzero, q_max)`` of the block's
+    samples (the graph rule keeps its clusters): ``nonzero`` the number of samples whose NT
+    representation is not all zero, ``q_max`` the largest ``|q|`` of the block (0.0 if empty)."""
     Q = compute_Q(Xk, A, p.learn_transform)
-    lab, sim, _, _, _ = stage1(Q, tau, nu, p, labels_k)
-    return lab, sim
+    lab, sim, Y, _, _ = stage1(Q, tau, nu, p, labels_k)
+    nonzero = int(np.count_nonzero(np.any(Y != 0, axis=1))) if Y.size else 0
+    q_max = float(np.max(np.abs(Q))) if Q.size else 0.0
+    return lab, sim, nonzero, q_max
 
 
 def pass_vote(Xk, carry, rows, p, space, rows_ref, labels_ref):

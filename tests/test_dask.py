@@ -217,3 +217,15 @@ def test_dask_components_equal_in_memory_outside_the_span(client, N, rank):
     b = DaskNT(3, **kw).fit(da.from_array(X, chunks=(30, N)))
     np.testing.assert_array_equal(b.labels_.compute(), a.labels_)
     _assert_same_components(a, b.to_local(), P)
+
+
+@pytest.mark.parametrize("lambda1,factor", [(1e6, 1.0), (0.03, 1e-320)])
+def test_dask_zero_codes_warn(client, lambda1, factor):
+    """All NT representations zero: the warning of tests/test_zero_codes.py, from the
+    workers' passes."""
+    from ntnumba.dask import NTClustering as DaskNT
+    from test_zero_codes import KW, check_zero_codes_warning
+    X, _ = _blobs()
+    X = X * factor
+    check_zero_codes_warning(
+        lambda Z: DaskNT(3, lambda1=lambda1, **KW).fit(da.from_array(Z, chunks=(30, 10))), X)
