@@ -35,8 +35,9 @@ from ._transform import TransformStatistics, _regulariser, _regulariser_sv, upda
 
 #: Size of the reference sample of the chunked and Dask fits: the initialisation and, for the
 #: graph rule, the partition run on ``min(n, REFERENCE_SIZE)`` rows drawn at random (seeded by
-#: ``random_state``; all rows when ``n`` is not larger), the other rows are labelled by the
-#: k-NN vote of ``predict``. The in-memory fit uses all rows.
+#: ``random_state``; all rows when ``n`` is not larger; drawn among distinct rows, see
+#: :func:`reference_rows`), the other rows are labelled by the k-NN vote of ``predict``. The
+#: in-memory fit uses all rows.
 REFERENCE_SIZE = 20000
 
 _INT32_MAX = np.iinfo(np.int32).max
@@ -473,10 +474,22 @@ def graph_summary(info):
 
 
 def reference_rows(src, seed):
-    """Rows of the reference sample (sorted), or None for all rows (see REFERENCE_SIZE)."""
+    """Rows of the reference sample (sorted), or None for all rows (see REFERENCE_SIZE).
+
+    Drawn among distinct rows (the first of every group of equal rows, by a hash pass over the
+    blocks): data repeated r times get the reference sample of the data itself, not one with
+    fewer distinct rows (all of them when there are at most ``REFERENCE_SIZE``); on data
+    without repeated rows the same draw as among all rows.
+    """
     if not src.subsample or src.n <= REFERENCE_SIZE:
         return None
-    return np.sort(np.random.RandomState(seed).choice(src.n, REFERENCE_SIZE, replace=False))
+    # rows of equal hashes: the first only (rows of colliding hashes are never drawn)
+    _, first = np.unique(np.concatenate(src.map(P.pass_row_hashes)), return_index=True)
+    first = np.sort(first)
+    if first.size <= REFERENCE_SIZE:
+        return first
+    return np.sort(first[np.random.RandomState(seed).choice(first.size, REFERENCE_SIZE,
+                                                            replace=False)])
 
 
 def vote_space(Xref, graph, p):

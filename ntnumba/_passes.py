@@ -12,6 +12,7 @@ import numpy as np
 
 from . import _graph
 from ._parallel import matmul as _matmul
+from ._parallel import run_ranges
 from ._stage1 import assign, trusted_inputs
 from ._theta import _rows_kernels, _statistics, data_terms, theta_objective
 from ._transform import assignment_statistics
@@ -142,6 +143,15 @@ def pass_colsum(Xk, carry, rows, w):
 def pass_qrows(Xk, carry, idx, A, learn_transform):
     """``q_i`` of the rows ``idx`` of the block."""
     return compute_Q(np.ascontiguousarray(Xk[idx]), A, learn_transform)
+
+
+def pass_row_hashes(Xk, carry):
+    """Pass: the 64-bit hash of every row of the block (equal rows in float32, equal hashes;
+    :func:`ntnumba._graph.distinct_rows`)."""
+    Xk = np.ascontiguousarray(Xk)
+    h = np.empty(Xk.shape[0], dtype=np.uint64)
+    run_ranges(lambda a, b: _graph._row_hashes(Xk, h, a, b), Xk.shape[0])
+    return h
 
 
 def pass_gram(Xk, carry):

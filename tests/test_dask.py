@@ -229,3 +229,26 @@ def test_dask_zero_codes_warn(client, lambda1, factor):
     X = X * factor
     check_zero_codes_warning(
         lambda Z: DaskNT(3, lambda1=lambda1, **KW).fit(da.from_array(Z, chunks=(30, 10))), X)
+
+
+def test_dask_repeated_and_near_duplicate_samples(client, monkeypatch):
+    """tests/test_duplicates_blocks.py through Dask: the reference sample (drawn in this
+    process) and the vote of the other rows (on the workers)."""
+    from sklearn.metrics import adjusted_rand_score as ari
+
+    from ntnumba import _driver
+    from ntnumba.dask import NTClustering as DaskNT
+    from test_duplicates_blocks import ARI_TOL, coil5, tiled_with_noise
+    X, y = coil5()
+
+    def dask_ari(Z, labels):
+        model = DaskNT(5, max_iter=2, random_state=0).fit(
+            da.from_array(Z, chunks=(200, Z.shape[1])))
+        return ari(labels, model.labels_.compute())
+
+    monkeypatch.setattr(_driver, "REFERENCE_SIZE", 240)
+    base = dask_ari(X, y)
+    assert dask_ari(np.tile(X, (4, 1)), np.tile(y, 4)) == pytest.approx(base, abs=ARI_TOL)
+    monkeypatch.setattr(_driver, "REFERENCE_SIZE", 1000)
+    assert dask_ari(tiled_with_noise(X), np.tile(y, 5)) == pytest.approx(dask_ari(X, y),
+                                                                         abs=ARI_TOL)

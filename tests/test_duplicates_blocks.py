@@ -1,0 +1,73 @@
+"""Repeated and near-duplicate samples through the chunked fit (the Dask fit: tests/test_dask.py).
+
+The chunked and Dask fits partition a reference sample of ``REFERENCE_SIZE`` rows and label the
+others by the k-NN vote; it is set small here so that the vote runs. Problem: the first five
+objects of the shipped COIL-20 copy at 10x10 (360 images), the default estimator (its labels
+are the graph partition's; ``max_iter=2`` keeps the test short).
+"""
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+from ntnumba import NTClustering, _driver
+from ntnumba._stream import LocalBackend
+from ntnumba.datasets import load_demo
+
+#: quality on repeated data equals quality on the data itself within this ARI
+ARI_TOL = 0.02
+
+
+def coil5():
+    X, y = load_demo("10x10")
+    keep = y < 5
+    perm = np.random.default_rng(0).permutation(int(keep.sum()))
+    return X[keep][perm], y[keep][perm]
+
+
+def tiled_with_noise(X, copies=5, noise=0.05, seed=1):
+    """Every sample ``copies`` times plus Gaussian noise of ``noise`` x the data's std."""
+    Xt = np.tile(X, (copies, 1))
+    return Xt + noise * X.std() * np.random.default_rng(seed).standard_normal(Xt.shape)
+
+
+def chunked_ari(X, y, chunk_size=200):
+    model = NTClustering(5, max_iter=2, random_state=0).fit(X, chunk_size=chunk_size)
+    return adjusted_rand_score(y, model.labels_)
+
+
+def test_repeated_samples_chunked(monkeypatch):
+    # 240 reference rows: the vote labels 120 of the 360 images; before, the reference sample
+    # of data repeated 2, 4, 8 times held fewer distinct images (ARI 0.68, 0.65, 0.66 vs 0.89)
+    monkeypatch.setattr(_driver, "REFERENCE_SIZE", 240)
+    X, y = coil5()
+    base = chunked_ari(X, y)
+    assert base > 0.8
+    for r in (2, 4, 8):
+        assert chunked_ari(np.tile(X, (r, 1)), np.tile(y, r)) == pytest.approx(base, abs=ARI_TOL)
+
+
+def test_near_duplicates_chunked(monkeypatch):
+    # tiled 5x plus noise: 1800 rows, 1000 in the reference sample (it covers almost every
+    # image), the vote labels the other 800
+    monkeypatch.setattr(_driver, "REFERENCE_SIZE", 1000)
+    X, y = coil5()
+    base = chunked_ari(X, y)
+    assert chunked_ari(tiled_with_noise(X), np.tile(y, 5)) == pytest.approx(base, abs=ARI_TOL)
+
+
+def test_reference_rows_are_distinct(monkeypatch):
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((50, 4))
+    monkeypatch.setattr(_driver, "REFERENCE_SIZE", 30)
+    # without repeated rows: the draw among all rows
+    rows = _driver.reference_rows(LocalBackend(X, 7), 3)
+    np.testing.assert_array_equal(rows, np.sort(np.random.RandomState(3).choice(50, 30, False)))
+    # repeated rows (shuffled): distinct rows only; all of them when at most REFERENCE_SIZE
+    Xr = np.tile(X, (4, 1))[rng.permutation(200)]
+    for size in (30, 50):
+        monkeypatch.setattr(_driver, "REFERENCE_SIZE", size)
+        rows = _driver.reference_rows(LocalBackend(Xr, 7), 3)
+        assert len(rows) == size and np.all(np.diff(rows) > 0)
+        assert len(np.unique(Xr[rows], axis=0)) == size
+    _, first = np.unique(Xr, axis=0, return_index=True)
+    np.testing.assert_array_equal(rows, np.sort(first))    # the first copy of each
