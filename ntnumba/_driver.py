@@ -33,11 +33,11 @@ from ._stream import MemoryBlocks, block_rows
 from ._theta import data_terms, prior_up, solve_theta, theta_objective
 from ._transform import TransformStatistics, _regulariser, _regulariser_sv, update_transform
 
-#: Size of the reference sample of the chunked and Dask fits: the initialisation and, for the
-#: graph rule, the partition run on ``min(n, REFERENCE_SIZE)`` rows drawn at random (seeded by
-#: ``random_state``; all rows when ``n`` is not larger; drawn among distinct rows, see
-#: :func:`reference_rows`), the other rows are labelled by the k-NN vote of ``predict``. The
-#: in-memory fit uses all rows.
+#: Size of the reference sample of every fit (in memory, chunked, Dask): the initialisation and,
+#: for the graph rule, the partition run on ``min(n, REFERENCE_SIZE)`` rows drawn at random
+#: (seeded by ``random_state``; all rows when ``n`` is not larger; drawn among distinct rows,
+#: see :func:`reference_rows`), the other rows are labelled by the k-NN vote of ``predict``.
+#: ``partial_fit`` partitions its first chunk.
 REFERENCE_SIZE = 20000
 
 _INT32_MAX = np.iinfo(np.int32).max
@@ -207,7 +207,8 @@ def initialise(X, p, rng, verbose=0):
         A = _select.weighted_map(X, A, p.representation)  # features of very different scales
     else:
         A = None
-    Q = compute_Q(X, A, p.learn_transform)
+    # Q = X A^T for the seeding of tau (init="graph" needs the cluster means only: no n x M)
+    Q = None if p.init == "graph" else compute_Q(X, A, p.learn_transform)
     C, Cs = p.n_clusters, p.n_similarity
     nu = rng.standard_normal((Cs, M)).astype(dt)
     if p.init == "random":
@@ -224,7 +225,7 @@ def initialise(X, p, rng, verbose=0):
         tau = (km.cluster_centers_ - nu.mean(axis=0)).astype(dt)
     elif p.init == "graph":
         labels, ginfo = _select.partition(X, C, p, rng.randint(_INT32_MAX), verbose=verbose)
-        tau = graph_init_tau(Q, labels, nu, C, rng).astype(dt)
+        tau = graph_init_tau(X, labels, nu, C, rng, A).astype(dt)
         return State(A=A, tau=np.ascontiguousarray(tau), nu=np.ascontiguousarray(nu),
                      labels=labels, graph=graph_summary(ginfo))
     else:  # pragma: no cover - validated by the estimator

@@ -14,7 +14,7 @@ from . import _graph, _select
 from ._passes import best_scores as _best_scores
 from ._passes import tukey_fence as _tukey_fence
 from ._stage1 import RULES, assign
-from ._stream import LocalBackend, MemoryBlocks
+from ._stream import LocalBackend, MemoryBlocks, memory_source
 from ._validation import check_bool, check_choice, check_finite, check_scalar, check_seed
 
 INITS = {"random", "k-means++", "kmeans", "graph"}
@@ -517,6 +517,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             rows when there are not more, and then the result equals the in-memory fit up to
             rounding); the other rows are labelled by the k-NN vote of :meth:`predict`.
             Results do not depend on the order of the rows. See ``docs/scaling.md``.
+            Without ``chunk_size`` the fit of more than 20000 rows uses the same reference
+            sample, and when ``A X`` and the representations (``2 n n_components`` values)
+            would take more than 1 GiB it runs over blocks of rows the same way (``X`` stays in
+            memory; ``ntnumba._stream.MEMORY_BUDGET``).
 
         Returns
         -------
@@ -546,9 +550,13 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         checked = self if warm else clone(self)  # validation sets no attribute of self
         X = checked._check_X(X, reset=not warm)
         X, stats = self._standardise(X, learn=not warm)
-        src = MemoryBlocks(X)
+        p = checked._params(X.shape[1])
+        src = memory_source(X, p.n_components if p.learn_transform else X.shape[1])
         src.standardised = True
-        return self._fit_source(src, callback, checked, stats)
+        try:
+            return self._fit_source(src, callback, checked, stats)
+        finally:
+            src.close()
 
     def _fit_source(self, src, callback, checked=None, stats=None):
         """Fit over a row-block source (:mod:`ntnumba._stream`, :mod:`ntnumba.dask`).

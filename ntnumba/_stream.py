@@ -4,7 +4,8 @@ The driver (:mod:`ntnumba._driver`) runs every fit over a *row-block source*:
 
 * :class:`MemoryBlocks`: all of ``X`` in memory as one block (``fit(X)``, ``partial_fit``);
   nothing is copied, and the block's results (``Y`` of the iteration, ``Q = X A^T`` of the
-  current ``A``) stay in memory between the passes;
+  current ``A``) stay in memory between the passes; when those would exceed ``MEMORY_BUDGET``
+  ``fit(X)`` runs over a :class:`LocalBackend` of ``X`` instead (:func:`memory_source`);
 * :class:`LocalBackend`: blocks of rows of any sliceable array (``numpy.memmap``, ``h5py`` or
   ``zarr`` datasets) read one at a time (``fit(X, chunk_size=...)``); a block's ``Y`` is kept
   in a temporary ``.npy`` file between the passes;
@@ -146,7 +147,7 @@ def take_rows(Xk, carry, rows):
 class _Blocks:
     """The map of a source whose blocks are reached from this process."""
 
-    subsample = True   # the reference sample of the initialisation is drawn (driver)
+    subsample = True   # above REFERENCE_SIZE rows the reference sample is drawn (driver)
     keep_q = False     # Q = X A^T is not kept between passes
 
     def map(self, fn, block_args=None, common=(), *, use_x=True, use_carry=False, store=False,
@@ -187,6 +188,37 @@ class _Blocks:
         pass
 
 
+#: the in-memory fit keeps ``Q = X A^T`` and ``Y`` (two n x M arrays) in memory while they take
+#: at most this many bytes; above, it runs over blocks of rows as ``fit(X, chunk_size=...)``
+#: does (:func:`memory_source`)
+MEMORY_BUDGET = 1 << 30
+#: bytes of one block x M array of the blocks of :func:`memory_source`
+BLOCK_BYTES = 1 << 24
+
+
+def memory_source(X, n_components):
+    """The row-block source of the in-memory fit of ``X`` (validated) with ``M = n_components``.
+
+    :class:`MemoryBlocks` while ``Q`` and ``Y`` (``2 n M`` values) take at most
+    ``MEMORY_BUDGET`` bytes; else :class:`LocalBackend` over blocks of ``BLOCK_BYTES`` per
+    block x M array (``Y`` of a block in a temporary file between the passes): memory
+    ``O(block M + M^2 + n k)`` instead of ``O(n M)``, the same iteration.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._stream import memory_source
+    >>> type(memory_source(np.zeros((100, 5)), 2100)).__name__
+    'MemoryBlocks'
+    >>> type(memory_source(np.zeros((10 ** 5, 5)), 2100)).__name__
+    'LocalBackend'
+    """
+    item = np.dtype(X.dtype).itemsize
+    if 2 * X.shape[0] * n_components * item <= MEMORY_BUDGET:
+        return MemoryBlocks(X)
+    return LocalBackend(X, max(1, BLOCK_BYTES // (n_components * item)))
+
+
 class MemoryBlocks(_Blocks):
     """All of ``X`` (validated, C-contiguous float) as one block in memory.
 
@@ -202,7 +234,6 @@ class MemoryBlocks(_Blocks):
     ([(0, 5)], [10.0])
     """
 
-    subsample = False  # the reference set is all rows
     keep_q = True
 
     def __init__(self, X):

@@ -3,8 +3,10 @@ SpectralClustering on the same data, in one run.
 
 Run ``python -m ntnumba.bench_large`` (``--help`` for sizes and data sets). Every method runs in
 its own fresh Python process on the same data (a temporary ``.npy`` file): wall time of the fit,
-peak resident memory of the process above the memory after loading the data (``ru_maxrss``),
-and quality against the generating labels (ARI, NMI). The table ends with the ratios of the
+peak resident memory of the fit above the process's memory just before it (data loaded,
+libraries imported, the default fit's kernels compiled by a warm-up fit on a few rows; Linux
+``VmHWM`` reset through ``/proc/self/clear_refs``), and quality against the generating labels
+(ARI, NMI). The table ends with the ratios of the
 default fit to each peer. The first-call compilation time of the default fit's kernels (a fresh
 process, first fit minus second fit on the same small data) is reported with ``--compile``.
 
@@ -15,6 +17,9 @@ Data (structured, synthetic or augmented real; all generated here, nothing is do
   coefficients, plus 5% isotropic noise (the model of subspace clustering).
 * ``coil``: the packaged COIL-20 demo (32x32) augmented: each sample a random training image
   shifted by up to one pixel and with 5% noise, ``n`` rows (``ntnumba.datasets.load_demo``).
+* ``coil20``, ``orl``, ``yaleb``: the paper's data sets at the paper's sizes
+  (``ntnumba.reproduce.load``; ``n``, ``d`` and ``--clusters`` do not apply), for the ratio of
+  the default fit's time to SpectralClustering's at those sizes.
 """
 import argparse
 import json
@@ -30,12 +35,25 @@ _CHILD = r"""
 import json, resource, sys, time
 import numpy as np
 X = np.load({path!r}, mmap_mode=None)
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 {setup}
+
+def status(key):
+    with open("/proc/self/status") as f:
+        return int(next(l for l in f if l.startswith(key + ":")).split()[1])
+
+try:  # reset the peak resident set (VmHWM) after the imports and the warm-up fit
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    base = status("VmRSS")
+except OSError:  # no reset: the peak of the whole process
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t = time.perf_counter()
 labels = est.fit(X).labels_
 t = time.perf_counter() - t
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    peak = status("VmHWM")
+except OSError:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 np.save({out!r}, np.asarray(labels))
 print(json.dumps({{"time": t, "peak_kb": peak, "base_kb": base}}))
 """
@@ -44,6 +62,16 @@ _METHODS = {
     "ntnumba": ("from ntnumba import NTClustering\n"
                 "est = NTClustering({C}, random_state=0, verbose={verbose})\n"
                 "NTClustering({C}, random_state=0).fit(X[:max(4 * {C}, 60)])  # compile"),
+    # the default fit on the rows in another order (labels put back in the original order)
+    "ntnumba-shuffled": ("from ntnumba import NTClustering\n"
+                         "perm = np.random.default_rng(1).permutation(X.shape[0])\n"
+                         "class _Shuffled:\n"
+                         "    def fit(self, X):\n"
+                         "        m = NTClustering({C}, random_state=0).fit(X[perm])\n"
+                         "        m.labels_ = m.labels_[np.argsort(perm)]\n"
+                         "        return m\n"
+                         "est = _Shuffled()\n"
+                         "NTClustering({C}, random_state=0).fit(X[:max(4 * {C}, 60)])"),
     "KMeans": "from sklearn.cluster import KMeans\nest = KMeans({C}, random_state=0)",
     "MiniBatchKMeans": ("from sklearn.cluster import MiniBatchKMeans\n"
                         "est = MiniBatchKMeans({C}, random_state=0)"),
@@ -66,6 +94,10 @@ NTClustering(3, random_state=0).fit(X)
 t3 = time.perf_counter()
 print(t1 - t0, t2 - t1, t3 - t2)
 """
+
+
+#: the paper's data sets (at the paper's sizes)
+PAPER = ("coil20", "orl", "yaleb")
 
 
 def make_data(kind, n, d, C, seed=0):
@@ -96,7 +128,11 @@ def make_data(kind, n, d, C, seed=0):
                               for i, a, b in zip(p, dx, dy)]).reshape(p.size, -1)
             X[s:s + p.size] = block + 0.05 * X0.std() * rng.standard_normal(block.shape)
         return X, y0[pick]
-    raise ValueError(f"kind: expected 'blobs', 'subspaces' or 'coil', got {kind!r}")
+    if kind in PAPER:
+        from .reproduce import load
+        return load(kind)
+    raise ValueError(f"kind: expected 'blobs', 'subspaces', 'coil' or one of {PAPER}, "
+                     f"got {kind!r}")
 
 
 def run_method(name, path, C, verbose=0, timeout=3600):
@@ -129,7 +165,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m ntnumba.bench_large", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="blobs,subspaces,coil",
-                    help="comma-separated data sets: blobs, subspaces, coil")
+                    help="comma-separated data sets: blobs, subspaces, coil, coil20, orl, "
+                         "yaleb")
     ap.add_argument("--n", default="10000", help="comma-separated row counts")
     ap.add_argument("--d", type=int, default=100, help="dimension of blobs and subspaces")
     ap.add_argument("--clusters", type=int, default=10)
@@ -148,8 +185,11 @@ def main(argv=None):
     methods = args.methods.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.data.split(","):
-            for n in (int(float(v)) for v in args.n.split(",")):
+            sizes = [0] if kind in PAPER else [int(float(v)) for v in args.n.split(",")]
+            for n in sizes:
                 X, y = make_data(kind, n, args.d, args.clusters)
+                n = X.shape[0]
+                C = int(np.unique(y).size) if kind in PAPER else args.clusters
                 path = os.path.join(tmp, f"{kind}_{n}.npy")
                 np.save(path, X)
                 mb = X.nbytes / 2 ** 20
@@ -158,14 +198,20 @@ def main(argv=None):
                     if name == "SpectralClustering" and n > args.spectral_max:
                         row["fits"][name] = {"error": f"skipped (n > {args.spectral_max})"}
                         continue
-                    res, labels = run_method(name, path, args.clusters, args.verbose,
-                                             args.timeout)
+                    res, labels = run_method(name, path, C, args.verbose, args.timeout)
                     if labels is not None:
                         res["ARI"] = float(adjusted_rand_score(y, labels))
                         res["NMI"] = float(normalized_mutual_info_score(y, labels))
                         res["peak_MB"] = (res["peak_kb"] - res["base_kb"]) / 1024
                     row["fits"][name] = res
                     _print_fit(row, name, res)
+                    if labels is not None and name in ("ntnumba", "ntnumba-shuffled"):
+                        row.setdefault("_labels", {})[name] = labels
+                lab = row.pop("_labels", {})
+                if len(lab) == 2:  # row-order independence
+                    row["order_ARI"] = float(adjusted_rand_score(*lab.values()))
+                    print(f"{'':>9} ARI between the default fit on the rows as given and "
+                          f"shuffled: {row['order_ARI']:.4f}", flush=True)
                 _print_ratios(row)
                 results.append(row)
     out = {"load_end": os.getloadavg(), "results": results}
@@ -197,7 +243,7 @@ def _print_ratios(row):
     if "time" not in nt:
         return
     for name, res in row["fits"].items():
-        if name == "ntnumba" or "time" not in res:
+        if name.startswith("ntnumba") or "time" not in res:
             continue
         mem = (f"{nt['peak_MB'] / res['peak_MB']:.2f}x" if res["peak_MB"] >= 1.0
                else "n/a (peer below 1 MB above the loaded data)")

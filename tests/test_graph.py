@@ -400,6 +400,49 @@ def test_shared_directions_match_svd(shape):
     np.testing.assert_allclose(mean, Q.mean(axis=0))
 
 
+def test_in_memory_fit_over_blocks_equals_one_block(monkeypatch):
+    """Above MEMORY_BUDGET fit(X) runs over blocks of rows: the same fit as one block."""
+    from ntnumba import _stream
+    X, _ = _planted(7, n_per=30)
+    kw = dict(n_components=40, max_iter=2, tol=0.0, random_state=0)
+    want = NTClustering(4, **kw).fit(X)
+    used = []
+
+    class Spy(_stream.LocalBackend):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            used.append(len(self.bounds))
+
+    monkeypatch.setattr(_stream, "LocalBackend", Spy)
+    monkeypatch.setattr(_stream, "MEMORY_BUDGET", 1)
+    monkeypatch.setattr(_stream, "BLOCK_BYTES", 40 * 8 * 25)   # blocks of 25 rows
+    got = NTClustering(4, **kw).fit(X)
+    assert used == [5]
+    np.testing.assert_array_equal(got.labels_, want.labels_)
+    np.testing.assert_allclose(got.objective_history_, want.objective_history_, rtol=1e-7)
+    np.testing.assert_allclose(got.components_, want.components_,
+                               atol=1e-6 * np.abs(want.components_).max())
+
+
+def test_reference_sample_fit_does_not_depend_on_row_order(monkeypatch):
+    """Above REFERENCE_SIZE rows the in-memory fit partitions a random sample and votes the
+    rest: class-sorted and shuffled rows give the same clusters."""
+    from sklearn.datasets import make_blobs
+    monkeypatch.setattr(_driver, "REFERENCE_SIZE", 150)
+    X, y = make_blobs(600, n_features=20, centers=4, cluster_std=2.0, random_state=0)
+    kw = dict(n_components=40, random_state=0)
+    labels = []
+    for order in (np.argsort(y, kind="stable"), np.random.default_rng(0).permutation(600)):
+        m = NTClustering(4, **kw).fit(X[order])
+        assert m._fit_X.shape[0] == 150
+        np.testing.assert_array_equal(m.predict(X[order]), m.labels_)
+        lab = np.empty(600, dtype=np.int64)
+        lab[order] = m.labels_
+        labels.append(lab)
+    assert adjusted_rand_score(*labels) >= 0.99
+    assert adjusted_rand_score(y, labels[0]) >= 0.99
+
+
 def test_bench_large_data_sets_are_structured():
     from ntnumba.bench_large import make_data
     for kind in ("blobs", "subspaces", "coil"):
