@@ -10,6 +10,8 @@ that fits whose block sums round differently (in memory, ``chunk_size``, Dask) g
 """
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import naive_transform as nv
 from ntnumba import NTClustering
@@ -132,3 +134,26 @@ def test_chunked_components_equal_in_memory_outside_the_span(kw, N, rank, dtype)
     b = NTClustering(3, **est).fit(X, chunk_size=25)
     np.testing.assert_array_equal(a.labels_, b.labels_)
     _assert_same_components(a, b, P)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), N=st.integers(1, 8), extra=st.integers(0, 6),
+       rank_share=st.floats(0.0, 0.9), route=st.sampled_from(["auto", "qr"]),
+       gram=st.booleans())
+def test_anchored_completion_property(seed, N, extra, rank_share, route, gram):
+    # any shape and rank: the reference's minimiser, and the same A for B rounded otherwise
+    rng = np.random.default_rng(seed)
+    M, rank = N + extra, int(rank_share * N)
+    B = _low_rank(rng, M, N, rank)
+    anchor = rng.standard_normal((M, N))
+    G = None
+    if gram:
+        Xg = rng.standard_normal((2 * N + 1, N))
+        G = Xg.T @ Xg
+    A = _closed_form(B, 2.0, *LAMS, gram=G, route=route, anchor=anchor)
+    ref = nv.closed_form_anchored(B, 2.0, *LAMS, anchor, rank, gram=G)
+    np.testing.assert_allclose(A, ref, rtol=0, atol=1e-7 * max(np.abs(ref).max(), 1.0))
+    # rounding is relative to the sums' terms (B = 0 stays 0: sums of zeros)
+    B2 = B + 1e-16 * np.abs(B).max() * rng.standard_normal(B.shape)
+    A2 = _closed_form(B2, 2.0, *LAMS, gram=G, route=route, anchor=anchor)
+    np.testing.assert_allclose(A2, A, rtol=0, atol=1e-7 * max(np.abs(A).max(), 1.0))
