@@ -1,4 +1,5 @@
-"""Repeated and near-duplicate samples through the chunked fit (the Dask fit: tests/test_dask.py).
+"""Repeated and near-duplicate samples through the reference sample of the chunked fit (and of
+the in-memory fit above ``REFERENCE_SIZE`` rows; the Dask fit: tests/test_dask.py).
 
 The chunked and Dask fits partition a reference sample of ``REFERENCE_SIZE`` rows and label the
 others by the k-NN vote; it is set small here so that the vote runs. Problem: the first five
@@ -35,15 +36,18 @@ def chunked_ari(X, y, chunk_size=200):
     return adjusted_rand_score(y, model.labels_)
 
 
-def test_repeated_samples_chunked(monkeypatch):
+@pytest.mark.parametrize("chunk_size", [200, None])
+def test_repeated_samples_chunked(monkeypatch, chunk_size):
     # 240 reference rows: the vote labels 120 of the 360 images; before, the reference sample
-    # of data repeated 2, 4, 8 times held fewer distinct images (ARI 0.68, 0.65, 0.66 vs 0.89)
+    # of data repeated 2, 4, 8 times held fewer distinct images (ARI 0.68, 0.65, 0.66 vs 0.89).
+    # chunk_size=None: the in-memory fit, which above REFERENCE_SIZE rows does the same
     monkeypatch.setattr(_driver, "REFERENCE_SIZE", 240)
     X, y = coil5()
-    base = chunked_ari(X, y)
+    base = chunked_ari(X, y, chunk_size)
     assert base > 0.8
     for r in (2, 4, 8):
-        assert chunked_ari(np.tile(X, (r, 1)), np.tile(y, r)) == pytest.approx(base, abs=ARI_TOL)
+        assert chunked_ari(np.tile(X, (r, 1)), np.tile(y, r), chunk_size) == pytest.approx(
+            base, abs=ARI_TOL)
 
 
 def test_near_duplicates_chunked(monkeypatch):
