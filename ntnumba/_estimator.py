@@ -519,7 +519,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             Results do not depend on the order of the rows. See ``docs/scaling.md``.
             Without ``chunk_size`` the fit of more than 20000 rows uses the same reference
             sample, and when ``A X`` and the representations (``2 n n_components`` values)
-            would take more than 1 GiB it runs over blocks of rows the same way (``X`` stays in
+            would take more than 256 MiB it runs over blocks of rows the same way (``X`` stays in
             memory; ``ntnumba._stream.MEMORY_BUDGET``).
 
         Returns
