@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import _passes as P
-from . import _select
+from . import _refine, _select
 from ._graph import DEFAULT_SHARED, graph_init_tau, graph_rows
 from ._parallel import blas_context  # noqa: F401 - the fit's BLAS policy, used as _driver.blas_context
 from ._passes import compute_Q  # noqa: F401 - the driver's name for it
@@ -68,6 +68,9 @@ class Params:
     n_shared: object = DEFAULT_SHARED
     # what the graph's similarity needs from the data (ntnumba/_select.py): "auto" or "as-is"
     representation: str = "auto"
+    # graph rule: the partition is computed again from the learned map after each of the
+    # first ``relabel`` iterations (ntnumba/_refine.py); 0: the initial partition is kept
+    relabel: int = 0
     max_iter: int = 100
     tol: float = 1e-4
     # MM steps of Stage 3 per outer iteration, warm-started from the best of the current A and
@@ -423,11 +426,18 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
     stream = sys.stderr if stream is None else stream
     t0 = time.perf_counter()
     start_iter = state.n_iter
+    undo = None  # the last complete iterate and its clusters while a new partition is fitted
     try:
         with blas_context():
             while state.n_iter < p.max_iter:
                 prev = state.objective_history[-1] if state.objective_history else None
+                changed = None
+                if relabel_due(state, p):  # the partition of the learned map, then fit to it
+                    undo = (state, ctx.labels, ctx.ref_labels)
+                    state = state.copy()
+                    changed = relabel(ctx, state, p, rng, verbose=verbose)
                 state, obj, reseeded = iterate_blocks(ctx, state, p, rng)
+                undo = None
                 if verbose:
                     done = state.n_iter - start_iter
                     el = time.perf_counter() - t0
@@ -437,17 +447,51 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
                            f"elapsed {_fmt_time(el)}  eta {_fmt_time(eta)}")
                     if reseeded:
                         msg += f"  re-seeded clusters {reseeded}"
+                    if changed is not None:
+                        msg += f"  new partition: {changed} samples moved"
                     print(msg, file=stream, flush=True)
                 if callback is not None and callback(state):
                     break
-                if prev is not None and abs(prev - obj) <= p.tol * max(abs(prev), 1e-300):
+                if (prev is not None and not relabel_due(state, p)
+                        and abs(prev - obj) <= p.tol * max(abs(prev), 1e-300)):
                     break
     except KeyboardInterrupt:
+        if undo is not None:
+            state, ctx.labels, ctx.ref_labels = undo
         state = state.copy()
         state.interrupted = True
         if verbose:
             print(f"interrupted: keeping iteration {state.n_iter}", file=stream, flush=True)
     return state
+
+
+def relabel_due(state, p):
+    """Whether the next iteration starts with a new partition (``relabel``: the graph rule
+    with a learned map, after each of the first ``p.relabel`` iterations; the iteration then
+    fits the model to it). Decided from the iteration count alone, so that a fit in pieces
+    (``warm_start``) equals an uninterrupted one."""
+    return (p.rule == "graph" and p.learn_transform and 1 <= state.n_iter <= p.relabel
+            and state.n_iter < p.max_iter and state.graph is not None)
+
+
+def relabel(ctx, state, p, rng, verbose=0):
+    """The graph partition of the reference set recomputed from the learned map ``state.A``
+    (:func:`ntnumba._refine.repartition`), extended to the other rows by the k-NN vote, into
+    ``ctx`` and ``state``; returns the number of reference samples whose label changed."""
+    Qref = compute_Q(ctx.ref_X, state.A, p.learn_transform)
+    old = np.asarray(ctx.ref_labels, dtype=np.int64)
+    lab, info = _refine.refine(ctx.ref_X, Qref, old, p, rng.randint(_INT32_MAX),
+                               n_shared=int(state.graph["n_shared"]), verbose=verbose)
+    if info is None:  # the current partition is kept
+        return 0
+    # the graph summary (n_shared_, graph_cut_, the space predict votes in) stays the initial
+    # graph's; only the labels of its samples change
+    new = replace(state, labels=lab, graph=dict(state.graph))
+    full = graph_labels(ctx.src, ctx.ref_X, ctx.ref_rows, new, p, rng, verbose)
+    # nothing changes before here (an interrupt keeps the iterate as it was)
+    state.labels, ctx.labels = full, full
+    ctx.ref_labels = full if ctx.ref_rows is None else full[ctx.ref_rows]
+    return int(np.count_nonzero(lab != old))
 
 
 class _FirstLabels:

@@ -1,0 +1,150 @@
+"""Label refinement (ntnumba/_refine.py): the partition recomputed on the learned map."""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import naive_refine
+from ntnumba import NTClustering, _driver
+from ntnumba._graph import graph_partition
+from ntnumba import _refine as R
+from ntnumba.metrics import clustering_accuracy
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_match_labels_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    C = int(rng.integers(2, 6))
+    ref = rng.integers(0, C, 40)
+    # a renamed copy of ref with some samples moved
+    lab = rng.permutation(C)[ref]
+    moved = rng.random(40) < 0.3
+    lab[moved] = rng.integers(0, C, moved.sum())
+    got = R.match_labels(lab, ref, C)
+    _, best = naive_refine.match_labels(lab, ref, C)
+    assert int(np.sum(got == ref)) == best  # the most agreement possible
+    # the same partition, only renamed
+    pairs = set(zip(lab.tolist(), got.tolist()))
+    assert len(pairs) == len({a for a, _ in pairs}) == len({b for _, b in pairs})
+
+
+def test_repartition_is_the_graph_partition_renamed():
+    rng = np.random.default_rng(1)
+    X = np.repeat(3.0 * rng.standard_normal((3, 12)), 20, axis=0)
+    X += 0.3 * rng.standard_normal(X.shape)
+    Q = X @ rng.standard_normal((40, 12)).T
+    p = _driver.Params(3, 40)
+    cur = rng.integers(0, 3, 60)
+    new, info = R.repartition(Q, cur, p, 7)
+    raw, info_raw = graph_partition(Q, 3, n_shared=0, random_state=7)
+    want, _ = naive_refine.match_labels(raw, cur, 3)
+    np.testing.assert_array_equal(new, want)
+    assert info["n_shared"] == info_raw["n_shared"]
+
+
+def _planted(seed, C=3, n_per=30, N=20, n_wrong=18):
+    """C separated clusters and a partition with ``n_wrong`` samples in the wrong cluster."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(C), n_per)
+    X = 3.0 * rng.standard_normal((C, N))[y] + 0.5 * rng.standard_normal((y.size, N))
+    X /= np.sqrt(np.mean(X ** 2))
+    wrong = y.copy()
+    flip = rng.choice(y.size, n_wrong, replace=False)
+    wrong[flip] = (y[flip] + 1) % C
+    return X, y, wrong
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_relabel_fixes_a_wrong_initial_partition(seed):
+    X, y, wrong = _planted(seed)
+    assert clustering_accuracy(y, wrong) == pytest.approx(0.8)
+    out = {}
+    for relabel in (0, 1):
+        p = _driver.Params(3, 60, rule="graph", init="graph", relabel=relabel, max_iter=2)
+        rng = np.random.RandomState(seed)
+        state = replace(_driver.initialise(X, p, rng), labels=wrong.copy())
+        out[relabel] = _driver.run(X, state, p, rng).labels
+    # the fixed partition keeps its errors; learning, then the partition of the learned map,
+    # puts every sample in its cluster
+    assert clustering_accuracy(y, out[0]) == pytest.approx(0.8)
+    assert clustering_accuracy(y, out[1]) == 1.0
+
+
+def test_estimator_relabel_keeps_initial_labels_and_predict_coherent():
+    X, y, _ = _planted(0)
+    m = NTClustering(3, n_components=60, relabel=1, max_iter=2, random_state=0).fit(X)
+    assert m.initial_labels_.shape == m.labels_.shape
+    assert m.n_iter_ == 2
+    np.testing.assert_array_equal(m.predict(X), m.labels_)
+    assert clustering_accuracy(y, m.labels_) == 1.0
+
+
+def test_relabel_needs_a_following_iteration_and_a_learned_map():
+    X, _, _ = _planted(1)
+    # max_iter=1: nothing would fit the new partition, so it is not computed
+    a = NTClustering(3, n_components=60, relabel=1, max_iter=1, random_state=0).fit(X)
+    np.testing.assert_array_equal(a.labels_, a.initial_labels_)
+    b = NTClustering(3, relabel=1, max_iter=2, learn_transform=False, random_state=0).fit(X)
+    np.testing.assert_array_equal(b.labels_, b.initial_labels_)
+
+
+def test_relabel_rejects_bad_values():
+    X, _, _ = _planted(0)
+    for bad in (-1, 1.5, "1"):
+        with pytest.raises((ValueError, TypeError), match="relabel"):
+            NTClustering(3, n_components=60, relabel=bad).fit(X)
+
+
+def test_relabel_fit_in_pieces_equals_uninterrupted():
+    X, _, _ = _planted(2, n_wrong=0)
+    kw = dict(n_components=60, relabel=1, random_state=3)
+    whole = NTClustering(3, max_iter=3, **kw).fit(X)
+    parts = NTClustering(3, max_iter=1, **kw).fit(X)
+    parts.set_params(warm_start=True, max_iter=3).fit(X)
+    np.testing.assert_array_equal(parts.labels_, whole.labels_)
+    np.testing.assert_array_equal(parts.initial_labels_, whole.initial_labels_)
+    np.testing.assert_allclose(parts.components_, whole.components_, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_normalised_cut_matches_naive(seed):
+    rng = np.random.default_rng(seed)
+    n, C = 15, 4
+    W = rng.random((n, n)) * (rng.random((n, n)) < 0.4)
+    W = W + W.T
+    np.fill_diagonal(W, 0.0)
+    lab = rng.integers(0, C - (seed == 0), n)  # seed 0: an empty cluster
+    assert R.normalised_cut(W, lab, C) == pytest.approx(naive_refine.normalised_cut(W, lab, C),
+                                                        rel=1e-12)
+
+
+def test_refine_keeps_the_partition_when_the_new_one_cuts_more(monkeypatch):
+    X, y, _ = _planted(0, n_wrong=0)
+    p = _driver.Params(3, 20, n_shared=0)
+    bad = np.random.default_rng(0).integers(0, 3, y.size)
+    monkeypatch.setattr(R, "repartition", lambda Q, lab, p, rs, verbose=0: (
+        bad, graph_partition(Q, 3, n_shared=0, random_state=rs)[1]))
+    lab, info = R.refine(X, X, y, p, 0)
+    np.testing.assert_array_equal(lab, y)
+    assert info is None
+
+
+def test_refine_skips_data_the_representation_rules_change():
+    X, y, wrong = _planted(0)
+    p = _driver.Params(3, 60)
+    for Xr in (X[:, :5], X * np.logspace(0, 3, X.shape[1])):  # few features; scales
+        lab, info = R.refine(Xr, Xr, wrong, p, 0)
+        np.testing.assert_array_equal(lab, wrong)
+        assert info is None
+    lab, _ = R.refine(X[:, :5], X[:, :5], wrong, replace(p, representation="as-is"), 0)
+    assert clustering_accuracy(y, lab) == 1.0
+
+
+@pytest.mark.parametrize("n", [40, 8])  # the N x N scatter, and the n x n Gram (n < N)
+def test_within_rows_matches_naive(n):
+    rng = np.random.default_rng(n)
+    Q = rng.standard_normal((n, 12)) * np.linspace(3.0, 0.5, 12)
+    lab = np.arange(n) % 3
+    np.testing.assert_allclose(R.within_rows(Q, lab, 2), naive_refine.within_rows(Q, lab, 2),
+                               atol=1e-10)
+    np.testing.assert_allclose(R.within_rows(Q, lab, 0), Q - Q.mean(axis=0), atol=1e-12)
