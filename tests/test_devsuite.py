@@ -94,3 +94,28 @@ def test_initial_labels_are_the_first_partition():
     # the graph rule starts from its partition and keeps it
     g = NTClustering(3, n_components=16, random_state=0).fit(X)
     np.testing.assert_array_equal(g.initial_labels_, g.labels_)
+
+
+def _rec(ca, nmi, ica=None, inmi=None):
+    st = lambda v: {"mean": v, "std": 0.0}  # noqa: E731
+    r = {"ca": st(ca), "nmi": st(nmi), "runs": []}
+    if ica is not None:
+        r["initial"] = {"ca": st(ica), "nmi": st(inmi)}
+    return r
+
+
+def test_targets_report_learning_against_the_initial_partition():
+    peers = {"KMeans(n_init=10)": _rec(50.0, 50.0), "Ward": _rec(70.0, 60.0)}
+    res = {"datasets": {
+        "a": {"methods": {"ntnumba (default)": _rec(80.0, 70.0, 75.0, 71.0),
+                          "ntnumba, A = I": _rec(74.0, 69.0)}, "peers": peers},
+        "b": {"methods": {"ntnumba (default)": _rec(60.0, 55.0, 61.0, 54.0),
+                          "ntnumba, A = I": _rec(61.0, 54.0)}, "peers": peers}}}
+    g = devsuite.learning_gain(res, "ntnumba (default)")
+    assert g["ca"] == pytest.approx((5.0 - 1.0) / 2) and g["nmi"] == pytest.approx(0.0)
+    assert g["up"] == ["a"] and g["down"] == ["b"]
+    text = "\n".join(devsuite.targets(res))
+    assert "| 2 of 2 (met) |" in text            # both >= KMeans on CA and NMI
+    assert "| 1 (not met) |" in text              # only "a" >= the best peer (Ward)
+    assert "(+2.00), NMI 62.50 vs 62.50 (+0.00) (not met)" in text  # NMI not above
+    assert "CA 70.00 vs 67.50, NMI 62.50 vs 61.50 (met)" in text    # vs A = I
