@@ -148,3 +148,27 @@ def test_within_rows_matches_naive(n):
     np.testing.assert_allclose(R.within_rows(Q, lab, 2), naive_refine.within_rows(Q, lab, 2),
                                atol=1e-10)
     np.testing.assert_allclose(R.within_rows(Q, lab, 0), Q - Q.mean(axis=0), atol=1e-12)
+
+
+def test_relabel_with_a_reference_sample(monkeypatch):
+    """Above the reference size the new partition is that of the reference rows, the other
+    rows voted against it; predict on the training rows gives labels_."""
+    from ntnumba import _select
+
+    X, y, _ = _planted(4, n_per=40, n_wrong=0)
+    monkeypatch.setattr(_driver, "REFERENCE_SIZE", 70)
+    real = _select.partition
+
+    def wrong_partition(*args, **kw):  # the initial partition with 20% of the labels moved
+        lab, info = real(*args, **kw)
+        lab = lab.copy()
+        lab[::5] = (lab[::5] + 1) % 3
+        return lab, info
+
+    monkeypatch.setattr(_select, "partition", wrong_partition)
+    fits = {r: NTClustering(3, n_components=60, relabel=r, max_iter=2, random_state=0).fit(
+        X, chunk_size=50) for r in (0, 1)}
+    assert fits[1]._fit_X.shape[0] == 70
+    assert clustering_accuracy(y, fits[0].labels_) < 0.9  # the moved labels stay
+    assert clustering_accuracy(y, fits[1].labels_) == 1.0
+    np.testing.assert_array_equal(fits[1].predict(X), fits[1].labels_)
