@@ -2,6 +2,8 @@
 
 X (n, N), Ybar (n, M), A (M, N). Nothing here imports the code under test.
 """
+from fractions import Fraction
+
 import numpy as np
 from scipy.optimize import minimize
 
@@ -36,12 +38,33 @@ def phi(x, t, c, lam2, lam3, lam4):
                 - (lam4 * np.log(x ** 2) if lam4 else 0.0))
 
 
+def _polish(x, coeffs, steps=8):
+    """Newton steps on the polynomial ``coeffs`` (exact Fractions), each iterate rounded to a
+    float: the root of the polynomial of the exact inputs, to float precision."""
+    x = Fraction(float(x))
+    for _ in range(steps):
+        p = dp = Fraction(0)
+        for co in coeffs:
+            dp = dp * x + p
+            p = p * x + co
+        if dp == 0:
+            break
+        x = Fraction(float(x - p / dp))
+    return float(x)
+
+
 def quartic_root(t, c, lam2, lam3, lam4):
-    """Minimiser over x >= 0 of phi, from numpy.roots of x * phi'(x) (and x = 0 if lam4 = 0)."""
-    coeffs = [2 * lam3, 0.0, c + lam2 - 2 * lam3, -t, -2 * lam4]
-    roots = np.roots(coeffs)
+    """Minimiser over x >= 0 of phi, from numpy.roots of x * phi'(x) (and x = 0 if lam4 = 0).
+
+    The roots are polished by Newton steps on the polynomial of the exact inputs: its
+    coefficient ``c + lambda2 - 2 lambda3`` can cancel (equal parameters one ulp apart), and
+    neither its float value nor numpy.roots near the double root at 0 is then accurate.
+    """
+    a = Fraction(c) + Fraction(lam2) - 2 * Fraction(lam3)
+    exact = [2 * Fraction(lam3), Fraction(0), a, -Fraction(t), -2 * Fraction(lam4)]
+    roots = np.roots([float(co) for co in exact])
     real = roots[np.abs(roots.imag) <= 1e-7 * max(1.0, np.max(np.abs(roots)))].real
-    cands = [r for r in real if r > 0]
+    cands = [_polish(r, exact) for r in real if r > 0]
     if lam4 == 0:
         cands.append(0.0)
     cands = np.array(cands)
