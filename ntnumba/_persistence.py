@@ -1,13 +1,13 @@
 """Saving and loading fitted models in a documented, versioned ``.npz`` format (no pickle).
 
-Format ``ntnumba-model``, version 1: a NumPy ``.npz`` archive (a zip file of ``.npy`` arrays,
+Format ``ntnumba-model``, version 2: a NumPy ``.npz`` archive (a zip file of ``.npy`` arrays,
 read with ``allow_pickle=False``) with
 
 ========================  =====================================================================
 key                       content
 ========================  =====================================================================
 ``format``                the string ``"ntnumba-model"``
-``format_version``        integer, 1
+``format_version``        integer, 2
 ``ntnumba_version``       the version of the library that wrote the file (informative)
 ``params``                JSON of ``get_params()`` (``random_state`` kept only if an int/None)
 ``components_``           A, (M, N)
@@ -39,6 +39,13 @@ and ignores keys it does not know (they are never decompressed); a file of a new
 ``format_version`` is refused with a clear error, as are truncated, corrupted and foreign files
 (``ValueError`` naming the file).
 
+Versions: 2 since the graph rule compares the samples in their own ``N`` dimensions
+(``shared_mean_`` and ``shared_components_`` have ``N`` columns; they had ``n_components``).
+A version-1 file of ``assign="graph"`` is refused with a ``ValueError`` that says to refit: its
+predictions came from the codes of its map, which this version does not compute, and with
+``n_components == n_features`` its arrays would even have the new shapes. Version-1 files of
+the other rules load as before.
+
 A model file is untrusted input. The reader decompresses only the keys above, one at a time,
 after checking each entry's ``.npy`` header: a plain numeric or string dtype (no objects, no
 pickle), the shape the model's own dimensions give (``n_features_in_`` and the parameters fix
@@ -63,7 +70,7 @@ import zlib
 import numpy as np
 
 FORMAT = "ntnumba-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _ARRAYS = ("components_", "dissimilarity_", "similarity_", "objective_history_", "labels_",
            "similarity_labels_")
 _SCALARS = ("params", "n_iter_", "n_features_in_", "scale_")
@@ -353,6 +360,11 @@ def _load(f, path, factory):
     for key, attr, kind in _OPTIONAL:
         if key in f and kind is not None:
             setattr(model, attr, f.scalar(key, kind))
+    if p.rule == "graph" and version < 2:
+        raise ValueError(f"path: {path} is an assign='graph' model of format version {version},"
+                         " written before the graph rule compared the samples in their own "
+                         "dimensions; this ntnumba cannot reproduce its predictions: fit the "
+                         "model again and save it")
     if p.rule == "graph":
         missing = [k for k in _GRAPH if k not in f]
         if missing:

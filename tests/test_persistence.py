@@ -159,7 +159,7 @@ def test_file_matches_the_documented_format(X, tmp_path):
         with np.load(m.save(tmp_path / assign), allow_pickle=False) as f:  # no pickle needed
             data = {k: f[k] for k in f.files}
         assert set(data) == expected, assign
-        assert str(data["format"]) == "ntnumba-model" and int(data["format_version"]) == 1
+        assert str(data["format"]) == "ntnumba-model" and int(data["format_version"]) == 2
         assert str(data["ntnumba_version"]) == ntnumba.__version__
         assert json.loads(str(data["params"]))["assign"] == assign
         assert data["labels_"].dtype == np.int64
@@ -218,13 +218,28 @@ def test_foreign_files(tmp_path):
 
 
 def test_newer_version_refused(saved, tmp_path):
-    path = _rewrite(saved, tmp_path / "v2.npz", format_version=np.array(2))
-    with pytest.raises(ValueError, match="format version 2, newer than this ntnumba reads "
-                                         r"\(1\); upgrade"):
+    path = _rewrite(saved, tmp_path / "v3.npz", format_version=np.array(3))
+    with pytest.raises(ValueError, match="format version 3, newer than this ntnumba reads "
+                                         r"\(2\); upgrade"):
         ntnumba.load(path)
     path = _rewrite(saved, tmp_path / "v0.npz", format_version=np.array(0))
     with pytest.raises(ValueError, match="invalid model format version 0"):
         ntnumba.load(path)
+
+
+def test_version_1_graph_models_refused_other_rules_load(tmp_path, X):
+    """Version 1 stored the graph rule's directions in the codes' space: such a file must not
+    load into the new rule (with n_components == n_features its shapes would even fit)."""
+    for assign in ("graph", "objective"):
+        m = NTClustering(3, n_components=X.shape[1], max_iter=2, random_state=0,
+                         assign=assign).fit(X)
+        path = _rewrite(m.save(tmp_path / assign), tmp_path / f"{assign}-v1.npz",
+                        format_version=np.array(1))
+        if assign == "graph":
+            with pytest.raises(ValueError, match="format version 1.*fit the model again"):
+                ntnumba.load(path)
+        else:
+            np.testing.assert_array_equal(ntnumba.load(path).predict(X), m.predict(X))
 
 
 @pytest.mark.parametrize("key", ["components_", "params", "scale_", "format_version"])
