@@ -695,7 +695,8 @@ def fitted_attributes(ctx, state, rng, p, seed):
     fixed = ctx.labels
     args = [(None if fixed is None else fixed[s:e],) for s, e in src.bounds]
     with blas_context():
-        res = src.map(P.pass_final, args, (state.A, state.tau, state.nu, p))
+        res = src.map(P.pass_final, args, (state.A, state.tau, state.nu, p),
+                      use_carry=src.keep_q)
         out["labels_"] = np.concatenate([r[0] for r in res]).astype(np.int64, copy=False)
         out["similarity_labels_"] = np.concatenate([r[1] for r in res]).astype(np.int64,
                                                                                copy=False)

@@ -826,7 +826,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             X = self._scaled(X, self.scale_)
         Q = _driver.compute_Q(X, A, p.learn_transform)
         if p.rule == "graph":
-            labels, rscore, _ = self._graph_vote(X, Q)
+            labels, rscore, _ = self._graph_vote(X)
             sim, Y, cost = _graph.restricted_stage1(Q, self.dissimilarity_, self.similarity_,
                                                     labels, p.lambda0, p.lambda1, p.lambda_a)
             out = (labels, sim, Y, rscore[:, None])
@@ -836,9 +836,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                       rule=p.rule, lambda_a=p.lambda_a, return_details=return_details,
                       prune=True)
 
-    def _graph_vote(self, X, Q, match=None):
+    def _graph_vote(self, X, match=None):
         """The graph rule's out-of-sample labels, rejection scores and vote shares of the
-        scaled rows ``X`` (``Q = X A^T``).
+        scaled rows ``X``.
 
         A row equal to a training row (the reference set ``_fit_X``, same dtype, byte for byte;
         or given by ``match``, the index of the reference row of each row, -1 for none) gets
@@ -865,9 +865,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """``(outlier scores, predict_proba)`` of the scaled rows ``X`` (see :meth:`predict`,
         :meth:`predict_proba`); ``match``: see ``_graph_vote``."""
         p = self._p
+        if p.rule == "graph":  # the vote compares graph rows: no Q
+            return self._graph_vote(X, match)[1:]
         Q = _driver.compute_Q(X, self._state.A, p.learn_transform)
-        if p.rule == "graph":
-            return self._graph_vote(X, Q, match)[1:]
         # every candidate's score (the pruned Stage 1 of predict leaves the losers at +inf)
         scores = assign(Q, self.dissimilarity_, self.similarity_, p.lambda0, p.lambda1,
                         rule=p.rule, lambda_a=p.lambda_a)[3]

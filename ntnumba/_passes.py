@@ -92,7 +92,7 @@ def pass_stage1(Xk, carry, labels_k, A, tau, nu, p):
         st = _statistics(Q, np.ascontiguousarray(Y, dtype=Q.dtype), lab, sim,
                          np.asarray(tau, dtype=np.float64), np.asarray(nu, dtype=np.float64),
                          p.lambda0)
-    return {"Y": Y, "Q": None}, ([lab], [sim], [cost], st)
+    return {"Y": Y, "Q": None, "Q_of": None}, ([lab], [sim], [cost], st)
 
 
 def add_stage1(a, b):
@@ -173,7 +173,8 @@ def pass_stage3(Xk, carry, labels_k, sim_k, rows, tau, nu, lambda_a):
 
 def pass_objective(Xk, carry, labels_k, sim_k, A, tau, nu, p, keep_q):
     """The block's per-sample terms of the objective at the new parameters (``Y`` of Stage 1);
-    stores ``Q`` of the new ``A`` when the source keeps it (the next Stage 1 starts from it)."""
+    stores ``Q`` of the new ``A`` when the source keeps it (the next Stage 1 starts from it, and
+    :func:`pass_final` when ``A`` is the final one: ``"Q_of"`` is that ``A``)."""
     Q = compute_Q(Xk, A, p.learn_transform)
     Y = carry["Y"]
     with trusted_inputs():
@@ -181,14 +182,18 @@ def pass_objective(Xk, carry, labels_k, sim_k, A, tau, nu, p, keep_q):
         val = 0.5 * d2 + p.lambda1 * l1 + theta_objective(
             Q, Y, labels_k, sim_k, tau, nu, lambda0=p.lambda0, lambda_a=p.lambda_a,
             lambda_e=0.0)
-    return ({"Q": Q} if keep_q else {}), val
+    return ({"Q": Q, "Q_of": A} if keep_q else {}), val
 
 
 def pass_final(Xk, carry, labels_k, A, tau, nu, p):
     """Stage 1 with the final parameters: ``(labels, sim, nonzero, q_max)`` of the block's
     samples (the graph rule keeps its clusters): ``nonzero`` the number of samples whose NT
-    representation is not all zero, ``q_max`` the largest ``|q|`` of the block (0.0 if empty)."""
-    Q = compute_Q(Xk, A, p.learn_transform)
+    representation is not all zero, ``q_max`` the largest ``|q|`` of the block (0.0 if empty).
+    ``Q = X A^T`` is the one the last objective pass stored when it is of this ``A`` (the same
+    product, not computed twice)."""
+    Q = None if carry is None or carry.get("Q_of") is not A else carry.get("Q")
+    if Q is None:
+        Q = compute_Q(Xk, A, p.learn_transform)
     lab, sim, Y, _, _ = stage1(Q, tau, nu, p, labels_k)
     nonzero = int(np.count_nonzero(np.any(Y != 0, axis=1))) if Y.size else 0
     q_max = float(np.max(np.abs(Q))) if Q.size else 0.0

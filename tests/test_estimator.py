@@ -5,7 +5,7 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from ntnumba import NTClustering
-from ntnumba import _driver
+from ntnumba import _driver, _passes
 
 SMALL = dict(n_components=24, max_iter=15)
 
@@ -119,6 +119,20 @@ def test_n_init_keeps_lowest_objective():
         finals.append(st.objective_history[-1])
     model = NTClustering(3, random_state=7, n_init=3, n_components=15, max_iter=5).fit(X)
     assert model.objective_history_[-1] == pytest.approx(min(finals), rel=1e-12)
+
+
+@pytest.mark.parametrize("assign", ["graph", "objective"])
+def test_final_labels_are_stage1_of_the_kept_restart(assign):
+    # labels_ / similarity_labels_ are Stage 1 with the kept restart's final parameters (the
+    # final pass reuses Q = X A^T only when it is of that A, not the last restart's)
+    X, _ = _blobs(n_per=15, C=3, N=5, sep=1.5, seed=5)
+    m = NTClustering(3, assign=assign, random_state=3, n_init=3, n_components=15,
+                     max_iter=3).fit(X)
+    Q = _driver.compute_Q(m._scaled(X, m.scale_), m.components_, True)
+    fixed = m.labels_ if assign == "graph" else None
+    lab, sim = _passes.stage1(Q, m.dissimilarity_, m.similarity_, m._p, fixed)[:2]
+    np.testing.assert_array_equal(m.labels_, lab)
+    np.testing.assert_array_equal(m.similarity_labels_, sim)
 
 
 def test_identity_transform_option():
