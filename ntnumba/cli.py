@@ -274,7 +274,7 @@ def read_labels(path, key=None):
                 raise CLIError(f"{path}: expected one label per line, or a table with a "
                                "labels column (name it with --key NAME, a position, or last)")
             return y
-        values = [line.strip() for line in lines]
+        values = [line.strip() for line in _csv_sample(path, limit=None)]  # every label
         lab = _as_labels(values[1:])
         if (lab.dtype.kind in "if" and _as_labels(values[:1]).dtype.kind not in "if") or \
                 values[0].lower() in _LABEL_HEADERS:

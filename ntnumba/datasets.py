@@ -718,14 +718,14 @@ def _is_number(text):
     return True
 
 
-def _csv_sample(path):
-    """The first non-empty lines of a text file (at most ``_SAMPLE_LINES``)."""
+def _csv_sample(path, limit=_SAMPLE_LINES):
+    """The first non-empty lines of a text file (at most ``limit``; None: all of them)."""
     lines = []
     with open(path, newline="", encoding="utf-8-sig") as f:
         for line in f:
             if line.strip():
                 lines.append(line.rstrip("\r\n"))
-                if len(lines) == _SAMPLE_LINES:
+                if len(lines) == limit:
                     break
     return lines
 

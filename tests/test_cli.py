@@ -335,6 +335,16 @@ def test_version_and_help(capsys):
         assert f"usage: ntnumba {command}" in capsys.readouterr().out
 
 
+def test_read_labels_reads_every_line(tmp_path):
+    """A labels file longer than the lines sampled to recognise its format (200) is read whole,
+    with and without a header line."""
+    labels = np.arange(1000) % 7
+    cli.write_labels(str(tmp_path / "l.csv"), labels)
+    np.testing.assert_array_equal(cli.read_labels(str(tmp_path / "l.csv")), labels)
+    (tmp_path / "h.csv").write_text("label\n" + "\n".join(map(str, labels)) + "\n")
+    np.testing.assert_array_equal(cli.read_labels(str(tmp_path / "h.csv")), labels)
+
+
 def test_read_labels_formats(tmp_path):
     (tmp_path / "a.csv").write_text("label\n3\n1\n3\n")
     (tmp_path / "b.txt").write_text("cat\ndog\ncat\n")
