@@ -771,9 +771,10 @@ def _partition(X, C, k, cands, seed, return_all, knn, say, offset=None):
     # remove at most a quarter of the directions the centred data span (their rank, at most
     # min(n - 1, N)): removing directions makes any k-NN graph look more clustered, and on data
     # of few features (low-dimensional blobs) the cut then prefers removing almost everything;
-    # the leading 4 r_max + 1 directions give the rank when it is that small
+    # the leading 4 r_max + 1 directions give the rank when it is that small (none needed
+    # when no direction is removed)
     full = min(nd - 1, N)
-    r_req = min(4 * max(cands) + 1, full)
+    r_req = min(4 * max(cands) + 1, full) if max(cands) > 0 else 0
     mean, Vall, sv = shared_directions(Xd, r_req, return_sv=True)
     rank = int(np.sum(sv > 1e-7 * sv[0])) if sv.size and sv[0] > 0 else 0
     if rank == Vall.shape[0]:
