@@ -561,7 +561,8 @@ def _vote(src, rows, Xref, lab_ref, graph, p):
 def graph_labels(src, Xref, ref_rows, state, p, rng, verbose=0):
     """Graph rule: the clusters of every row. The reference set ``Xref`` (rows ``ref_rows``,
     None: all) is partitioned (or keeps ``state.labels`` of ``init="graph"``), the other rows
-    are labelled by the k-NN vote. Sets ``state.graph``."""
+    are labelled by the k-NN vote; ``state.labels`` of every row (a ``warm_start``) are kept.
+    Sets ``state.graph``."""
     if state.graph is None or state.labels is None:
         # the same partition, representation rules included, as init="graph" (initialise)
         lab, info = _select.partition(Xref, p.n_clusters, p, rng.randint(_INT32_MAX),
@@ -571,7 +572,7 @@ def graph_labels(src, Xref, ref_rows, state, p, rng, verbose=0):
         lab = state.labels
     lab = np.asarray(lab, dtype=np.int64)
     state.graph["ref_rows"] = ref_rows
-    if ref_rows is None:
+    if ref_rows is None or len(lab) == src.n:  # every row labelled (a continued fit)
         return lab
     labels = np.empty(src.n, dtype=np.int64)
     labels[ref_rows] = lab

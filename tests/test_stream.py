@@ -310,6 +310,21 @@ def test_chunked_warm_start_equals_one_fit(kw):
     _assert_same_fit(NTClustering(3, max_iter=4, **kw).fit(X), part)
 
 
+@pytest.mark.parametrize("chunk_size", [None, 25])
+def test_warm_start_beyond_the_reference_set_equals_one_fit(chunk_size, monkeypatch):
+    """A graph fit of more rows than its reference sample continues with warm_start (it
+    raised a shape mismatch: the previous labels of every row taken for the reference's)."""
+    from ntnumba import _driver
+    monkeypatch.setattr(_driver, "REFERENCE_SIZE", 40)
+    X, _ = _blobs()
+    kw = dict(n_components=24, random_state=0, tol=0.0)
+    one = NTClustering(3, max_iter=3, **kw).fit(X, chunk_size=chunk_size)
+    part = NTClustering(3, max_iter=1, warm_start=True, **kw).fit(X, chunk_size=chunk_size)
+    part.set_params(max_iter=3).fit(X, chunk_size=chunk_size)
+    assert part._fit_X.shape[0] == 40 and part.n_iter_ == 3
+    _assert_same_fit(one, part)
+
+
 def test_progress_with_eta_chunked_and_partial(capsys):
     X, _ = _blobs()
     kw = dict(n_components=24, assign="objective", init="k-means++", random_state=0, tol=0.0,
