@@ -652,7 +652,9 @@ def partial(src, state, rng, p, stream, forget, seed, *, verbose=0):
             ctx.labels = _vote(src, np.arange(src.n), ref[0], ref[1], state.graph, p)
         state.labels = ctx.labels
         ctx.ref_X, ctx.ref_labels = ref
-    new = run(ctx, state, replace(p, max_iter=state.n_iter + 1), rng, verbose=verbose)
+    # no relabel step: the reference set is a chunk of the past, not rows of this one
+    new = run(ctx, state, replace(p, max_iter=state.n_iter + 1, relabel=0), rng,
+              verbose=verbose)
     if new.interrupted:
         raise KeyboardInterrupt
     attrs = fitted_attributes(ctx, new, rng, p, seed)

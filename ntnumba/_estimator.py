@@ -246,7 +246,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         default: on the development suite (``docs/dev_results.md``, 5 seeds, 24 data sets)
         ``relabel=1, max_iter=2`` raised the mean CA over the initial partition by 0.18
         points, left the mean NMI where it was (-0.01) and doubles the fit time; the page has
-        what it changes per data set. ``ntnumba/_refine.py``.
+        what it changes per data set. ``ntnumba/_refine.py``. ``partial_fit`` does not
+        relabel (its reference set is the first chunk).
     max_iter : int, default 1
         Maximum number of iterations (the paper runs 100). With ``assign="graph"`` the
         clustering changes only through ``relabel`` (``relabel=1`` needs 2: one new partition
