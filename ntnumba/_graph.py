@@ -45,8 +45,11 @@ Limits: the similarity depends on the angle between samples, not on their norms;
 high-dimensional data (images: the paper's data sets) and not data of very few features (the
 constant coordinate of :mod:`ntnumba._select` brings the distance back there).
 
-Cost: ``O(n^2 N)`` multiply-adds per candidate ``r`` (exact blocked search) or pynndescent's
-approximate search above ``EXACT_MAX`` samples; memory ``O(n N + n k)``, no n x n matrix.
+Cost: ``O(n^2 N)`` multiply-adds for the first candidate ``r`` (exact blocked search in
+float32) and as many for all the others together (:func:`knn_candidates`: one float64 product
+per block of rows, a rank-``r`` correction per candidate), or pynndescent's approximate search
+per candidate above ``EXACT_MAX`` samples; memory ``O(n N + n k)`` per candidate, no n x n
+matrix.
 """
 import os
 import sys
@@ -207,19 +210,23 @@ def _shared_small(X, mean, r, return_sv):
     return out + (sv,) if return_sv else out
 
 
-def remove_shared(X, mean, V):
+def remove_shared(X, mean, V, *, return_coef=False):
     """``(X - mean)`` with its components along the rows of ``V`` removed (float64).
 
     One n x N result; the projection is subtracted in blocks of rows (no second n x N array).
+    ``return_coef``: also the n x r coefficients ``(X - mean) V^T`` that were subtracted.
     """
     mean = np.asarray(mean, dtype=np.float64)
     Xc = np.asarray(X).astype(np.float64) - mean
+    coef = np.zeros((Xc.shape[0], V.shape[0])) if return_coef else None
     if V.shape[0]:
         with _blas_policy():
             for start in range(0, Xc.shape[0], _ROWS):
                 P = Xc[start:start + _ROWS] @ V.T
                 Xc[start:start + _ROWS] -= P @ V
-    return Xc
+                if return_coef:
+                    coef[start:start + _ROWS] = P
+    return (Xc, coef) if return_coef else Xc
 
 
 def graph_rows(X, mean, V, offset=None, weights=None):
@@ -241,9 +248,12 @@ def graph_rows(X, mean, V, offset=None, weights=None):
     if weights is not None:
         X = np.asarray(X, dtype=np.float64) * weights
     R = remove_shared(X, mean, V)
-    if offset is not None:
-        R = np.hstack([R, np.full((R.shape[0], 1), float(offset))])
-    return R
+    return R if offset is None else _with_offset(R, offset)
+
+
+def _with_offset(R, offset):
+    """``R`` with the constant column ``offset`` appended (:func:`graph_rows`)."""
+    return np.hstack([R, np.full((R.shape[0], 1), float(offset))])
 
 
 def arccos_kernel(c):
@@ -377,6 +387,118 @@ def _knn_exact(Z, Zref, k, exclude):
     return idx, val
 
 
+@njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
+def _topk_candidates(G, row0, coefT, rs, inv, idx, val):
+    """The ``k`` most similar columns of every row of a block, for every candidate ``r``.
+
+    A Numba JIT-compiled kernel. ``G[i, j] = <y_i, y_j>`` (row ``i`` of the block is sample
+    ``row0 + i``) for the rows ``y`` with the last candidate's ``rs[-1]`` directions removed;
+    ``coefT`` (rs[-1], n) their coefficients along those directions. The rows of candidate
+    ``rs[c]`` have the directions ``rs[c]..rs[-1]-1`` back, so their products are
+    ``G[i, j] + sum_{t >= rs[c]} coefT[t, row0 + i] coefT[t, j]`` (accumulated from the last
+    candidate to the first), their cosines those times ``inv[c, row0 + i] inv[c, j]`` (the
+    inverse norms, 0 for a zero row). Writes rows ``row0 .. row0 + b`` of ``idx[c]`` and
+    ``val[c]`` (descending cosine, ties to the smaller column, the sample itself skipped), as
+    :func:`_topk_rows` on every candidate's cosines.
+    """
+    b, n = G.shape
+    nc = rs.shape[0]
+    rmax = coefT.shape[0]
+    k = idx.shape[2]
+    s = np.empty(n)
+    v = np.empty(n)
+    for i in range(b):
+        out = row0 + i
+        for col in range(n):
+            s[col] = G[i, col]
+        hi = rmax
+        for c in range(nc - 1, -1, -1):
+            for t in range(rs[c], hi):
+                a = coefT[t, out]
+                for col in range(n):
+                    s[col] += a * coefT[t, col]
+            hi = rs[c]
+            f = inv[c, out]
+            for col in range(n):
+                v[col] = s[col] * f * inv[c, col]
+            for j in range(k):
+                idx[c, out, j] = -1
+                val[c, out, j] = -np.inf
+            cnt = 0
+            thr = -np.inf
+            for col in range(n):
+                x = v[col]
+                if col == out or (cnt == k and not x > thr):
+                    continue
+                if cnt < k:
+                    pos = cnt
+                    cnt += 1
+                else:
+                    pos = k - 1
+                # insertion into the sorted list (only strictly larger values move up: stable)
+                while pos > 0 and x > val[c, out, pos - 1]:
+                    idx[c, out, pos] = idx[c, out, pos - 1]
+                    val[c, out, pos] = val[c, out, pos - 1]
+                    pos -= 1
+                idx[c, out, pos] = col
+                val[c, out, pos] = x
+                if cnt == k:
+                    thr = val[c, out, k - 1]
+
+
+def knn_candidates(X, mean, V, rs, k, offset=None):
+    """Exact k-NN lists (self excluded) of the graph's rows of every candidate ``r``, one pass.
+
+    The rows of candidate ``r`` are ``graph_rows(X, mean, V[:r], offset)``. With ``R`` the rows
+    of the largest candidate and ``P = (X - mean) V^T`` the coefficients removed from them, the
+    rows of candidate ``r`` are ``R + P[:, r:] V[r:]`` with ``R`` orthogonal to ``V``: their
+    products are ``R R^T + P[:, r:] P[:, r:]^T`` and their squared norms ``|R|^2 + |P[:, r:]|^2``
+    (sums of non-negative parts: no cancellation where the removed directions carry most of
+    the energy). One float64 product ``R_block R^T`` per block of rows serves every candidate
+    (:func:`_topk_candidates`); memory ``O(block x n + candidates x n k)``, no n x n matrix.
+
+    Returns ``{r: idx}``, ``idx`` of shape (n, k) int64 by decreasing cosine (float64; the
+    exact similarities are :func:`pair_similarity`'s). The same lists as :func:`knn_search`
+    (``exclude_self=True``) on every candidate's rows up to the order of near-ties.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._graph import knn_candidates, shared_directions
+    >>> X = np.random.default_rng(0).standard_normal((30, 6))
+    >>> mean, V = shared_directions(X, 2)
+    >>> lists = knn_candidates(X, mean, V, [0, 2], 3)
+    >>> sorted(lists), lists[2].shape
+    ([0, 2], (30, 3))
+    """
+    rs = np.array(sorted({int(r) for r in rs}), dtype=np.int64)
+    n = X.shape[0]
+    k = int(min(k, n - 1))
+    rmax = int(rs[-1])
+    R, coef = remove_shared(X, mean, np.asarray(V)[:rmax], return_coef=True)
+    if offset is not None:
+        R = _with_offset(R, offset)
+    base = np.einsum("ij,ij->i", R, R)
+    tail = np.cumsum(np.square(coef)[:, ::-1], axis=1)[:, ::-1]   # |P[:, t:]|^2
+    nrm2 = np.stack([base + (tail[:, r] if r < rmax else 0.0) for r in rs])
+    inv = np.where(nrm2 > 0, 1.0 / np.sqrt(np.where(nrm2 > 0, nrm2, 1.0)), 0.0)
+    idx = np.empty((rs.size, n, max(k, 0)), dtype=np.int64)
+    val = np.empty(idx.shape)
+    if k > 0:
+        rows = int(max(16, min(1024, _BLOCK_ELEMENTS // 2 // max(n, 1))))
+        nb = max(-(-n // rows), min(8, -(-n // 64)))
+        bounds = [(b * n) // nb for b in range(nb + 1)]
+        RT = np.ascontiguousarray(R.T)
+        coefT = np.ascontiguousarray(coef.T)
+
+        def block(start, stop):
+            _topk_candidates(R[start:stop] @ RT, start, coefT, rs, inv, idx, val)
+
+        with _blas_policy():
+            run_blocks(block, bounds, get_num_threads())
+    return {int(r): idx[c] for c, r in enumerate(rs)}
+
+
 def _knn_approximate(Z, Zref, k, exclude, seed, verbose):
     """pynndescent search over unit rows (cosine): ``(idx, None)``."""
     exclude_self = exclude is not None
@@ -467,8 +589,13 @@ def knn_search(Y, k, *, Y_ref=None, exclude_self=False, exclude=None, method="au
         else:
             nn, _ = _knn_approximate(Z, Zr, k, ex, random_state, verbose)
         Z = Zr = None
-        sim = pair_similarity(Y, Yr, nn)
-    # order by the exact similarity (the float32 order may swap near-ties)
+        return exact_order(Y, Yr, nn)
+
+
+def exact_order(Y, Yref, nn):
+    """``(nn, sim)`` ordered by the exact similarities :func:`pair_similarity` (descending,
+    stable: a search's float32 or float64 order may swap near-ties)."""
+    sim = pair_similarity(Y, Yref, nn)
     order = np.argsort(-sim, axis=1, kind="stable")
     return np.take_along_axis(nn, order, axis=1), np.take_along_axis(sim, order, axis=1)
 
@@ -750,7 +877,9 @@ def graph_partition(X, n_clusters, *, n_neighbors=5, n_shared=DEFAULT_SHARED, ra
     k = int(n_neighbors)
     # rows (float64, n x N), unit rows (float32), neighbour lists (8 k at most) and the graph
     K = max(8 * k, 32)
-    check_memory(n * (N + 1) * (8 + 4) + n * (K + 1) * 32, "the k-NN graph")
+    # (and the lists of the other candidates, 16 bytes per neighbour each, at most K of them)
+    check_memory(n * (N + 1) * (8 + 8) + n * (K + 1) * (32 + 16 * len(cands)),
+                 "the k-NN graph")
     with _blas_policy():
         labels, info = _partition(X, C, k, cands, seed, return_all, knn, say, offset)
     return labels, info
@@ -785,17 +914,26 @@ def _partition(X, C, k, cands, seed, return_all, knn, say, offset=None):
     cuts = {}
     all_labels = {}
     copies = None  # near-copies per sample (copy_factor), from the first candidate's lists
+    # K neighbours: enough to see near-copies (copy_factor) and to keep k g of them
+    exact = knn == "exact" or (knn == "auto" and nd <= EXACT_MAX)
+    lists = None  # the exact lists of the other candidates, from one pass (knn_candidates)
     for r in cands:
         V = Vall[:r]
         Y = graph_rows(Xd, mean, V, offset)
-        # K neighbours: enough to see near-copies (copy_factor) and to keep k g of them
-        K = min(nd - 1, max(8 * k, 32) if copies is None else k * copies)
-        nn, sim = knn_search(Y, K, exclude_self=True, method=knn, random_state=seed,
-                             verbose=say.verbose)
+        if lists is not None:
+            nn, sim = exact_order(Y, Y, lists.pop(r))
+        else:
+            K = min(nd - 1, max(8 * k, 32) if copies is None else k * copies)
+            nn, sim = knn_search(Y, K, exclude_self=True, method=knn, random_state=seed,
+                                 verbose=say.verbose)
         Y = None
         if copies is None:
             copies = max(1, min(copy_factor(sim, k), K // max(k, 1)))
             say(f"near-copies per sample: {copies} (k-NN graph with {k * copies} neighbours)")
+            if exact and len(cands) > 1:
+                lists = knn_candidates(Xd, mean, Vall, cands[1:], min(nd - 1, k * copies),
+                                       offset)
+                say(f"exact k-NN lists of the other {len(cands) - 1} candidates")
         nn, sim = nn[:, :k * copies], sim[:, :k * copies]
         W = knn_graph(nn, sim, nd)
         nn = sim = None

@@ -260,6 +260,28 @@ def test_knn_search_blocks_and_threads_give_the_same_lists(monkeypatch):
     np.testing.assert_allclose(got[1], want[1], atol=0)
 
 
+@pytest.mark.parametrize("amp, offset", [(8.0, None), (1e4, None), (8.0, 2.5)])
+def test_knn_candidates_match_the_search_of_every_candidate(amp, offset, monkeypatch):
+    """One pass over the blocks for every candidate r (rank-r corrections of one product)
+    gives the lists of the slow reference on every candidate's own rows, also where the
+    removed directions carry almost all the energy (amp 1e4), with the constant coordinate,
+    over several blocks, and with a zero row."""
+    X, _ = _planted(22, n_per=30, N=20, shared=3, amp=amp)
+    X[7] = X.mean(axis=0)          # a zero row once centred: cosine 0 against every row
+    mean, V = G.shared_directions(X, 9)
+    cands = [0, 1, 3, 6, 9]
+    monkeypatch.setattr(G, "_BLOCK_ELEMENTS", 2 * 120 * 16)   # blocks of 16 rows
+    lists = G.knn_candidates(X, mean, V, cands, 4, offset)
+    assert sorted(lists) == cands
+    for r in cands:
+        Y = G.graph_rows(X, mean, V[:r], offset)
+        want_idx, want_sim = naive_graph.knn(Y, 4, exclude_self=True)
+        idx, sim = G.exact_order(Y, Y, lists[r])
+        np.testing.assert_allclose(sim, want_sim, atol=1e-12)
+        same = (idx == want_idx) | np.isclose(sim, want_sim, atol=0)
+        assert same.all(), r
+
+
 def test_knn_search_approximate_recall():
     rng = np.random.default_rng(13)
     centers = rng.standard_normal((20, 40))
@@ -310,17 +332,23 @@ def test_lanczos_path_of_the_eigensolver(monkeypatch):
 def test_graph_runs_under_the_fit_blas_policy(monkeypatch):
     from threadpoolctl import threadpool_info
     seen = []
-    real = G._knn_exact
 
-    def spy(*a, **kw):
-        seen.append([d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"])
-        return real(*a, **kw)
+    def spy(name):
+        real = getattr(G, name)
 
-    monkeypatch.setattr(G, "_knn_exact", spy)
+        def wrapped(*a, **kw):
+            seen.append((name, [d["num_threads"] for d in threadpool_info()
+                                if d["user_api"] == "blas"]))
+            return real(*a, **kw)
+        monkeypatch.setattr(G, name, wrapped)
+
+    spy("_knn_exact")            # the first candidate's search
+    spy("_topk_candidates")      # the other candidates' (its products run on the threads)
     monkeypatch.setattr(_parallel, "BLAS_THREADS", 1)
     X, _ = _planted(5)
-    G.graph_partition(X, 4, n_shared=0, random_state=0)
-    assert seen and all(t == 1 for threads in seen for t in threads)
+    G.graph_partition(X, 4, n_shared=[0, 2], random_state=0)
+    assert {name for name, _ in seen} == {"_knn_exact", "_topk_candidates"}
+    assert all(t == 1 for _, threads in seen for t in threads)
 
 
 def test_graph_progress_and_memory_check(capsys, monkeypatch):
