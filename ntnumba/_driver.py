@@ -71,6 +71,9 @@ class Params:
     # graph rule: the partition is computed again from the learned map after each of the
     # first ``relabel`` iterations (ntnumba/_refine.py); 0: the initial partition is kept
     relabel: int = 0
+    # graph rule: after the first iteration the learned model's nearest-mean partition replaces
+    # the graph partition when a coarser graph says it cuts less (ntnumba/_refine.py)
+    prototypes: bool = False
     max_iter: int = 100
     tol: float = 1e-4
     # MM steps of Stage 3 per outer iteration, warm-started from the best of the current A and
@@ -438,6 +441,8 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
                     changed = relabel(ctx, state, p, rng, verbose=verbose)
                 state, obj, reseeded = iterate_blocks(ctx, state, p, rng)
                 undo = None
+                if prototypes_due(state, p):  # the learned model's partition, if it cuts less
+                    changed = prototypes(ctx, state, p, verbose=verbose)
                 if verbose:
                     done = state.n_iter - start_iter
                     el = time.perf_counter() - t0
@@ -484,6 +489,13 @@ def relabel(ctx, state, p, rng, verbose=0):
                                n_shared=int(state.graph["n_shared"]), verbose=verbose)
     if info is None:  # the current partition is kept
         return 0
+    return _new_partition(ctx, state, lab, old, p, rng, verbose)
+
+
+def _new_partition(ctx, state, lab, old, p, rng, verbose=0):
+    """The reference set's new partition ``lab`` (``old``: the current one) extended to the
+    other rows by the k-NN vote, into ``ctx`` and ``state``; returns the number of reference
+    samples whose label changed."""
     # the graph summary (n_shared_, graph_cut_, the space predict votes in) stays the initial
     # graph's; only the labels of its samples change
     new = replace(state, labels=lab, graph=dict(state.graph))
@@ -492,6 +504,32 @@ def relabel(ctx, state, p, rng, verbose=0):
     state.labels, ctx.labels = full, full
     ctx.ref_labels = full if ctx.ref_rows is None else full[ctx.ref_rows]
     return int(np.count_nonzero(lab != old))
+
+
+def prototypes_due(state, p):
+    """Whether the iteration just done is followed by the prototype step (``prototypes``:
+    the graph rule, after the first iteration; later iterations fit the model to its
+    partition). From the iteration count alone, as :func:`relabel_due`."""
+    return (p.rule == "graph" and p.prototypes and state.n_iter == 1
+            and state.graph is not None)
+
+
+def prototypes(ctx, state, p, verbose=0):
+    """The learned model's nearest-mean partition of the reference set (in the metric of
+    ``state.A``, :func:`ntnumba._refine.prototype_refine`) into ``ctx`` and ``state`` when a
+    coarser graph of the initial partition's rows says it cuts less; returns the number of
+    reference samples whose label changed."""
+    old = np.asarray(ctx.ref_labels, dtype=np.int64)
+    Z = _refine.metric_rows(ctx.ref_X, state.A if p.learn_transform else None)
+    rows = graph_rows(ctx.ref_X, *space_args(vote_space(ctx.ref_X, state.graph, p)))
+    lab, info = _refine.prototype_refine(Z, rows, old, p, ctx.seed)
+    if verbose and "cuts" in info:
+        print(f"prototypes: coarse-graph cut {info['cuts'][0]:.4f} -> {info['cuts'][1]:.4f}, "
+              f"{'kept' if info['kept'] else 'not kept'}", file=sys.stderr, flush=True)
+    if not info["kept"]:
+        return 0
+    # the rng is used only when no partition exists (not here)
+    return _new_partition(ctx, state, lab, old, p, np.random.RandomState(ctx.seed), verbose)
 
 
 class _FirstLabels:
@@ -544,16 +582,23 @@ def vote_space(Xref, graph, p):
     return w, graph["mean"], graph["V"], offset
 
 
+def space_args(space):
+    """The arguments ``(mean, V, offset, weights)`` of :func:`ntnumba._graph.graph_rows` for a
+    :func:`vote_space` tuple."""
+    w, mean, V, offset = space
+    return mean, V, offset, w
+
+
 def _vote(src, rows, Xref, lab_ref, graph, p):
     """Graph rule: the labels of the global rows ``rows`` by the k-NN vote against the
     reference set, in the rows the partition compared (as ``predict``)."""
-    w, mean, V, offset = vote_space(Xref, graph, p)
-    rows_ref = graph_rows(Xref, mean, V, offset, w)
+    space = vote_space(Xref, graph, p)
+    rows_ref = graph_rows(Xref, *space_args(space))
     parts = block_rows(src.bounds, rows)
     args = [None] * len(src.bounds)
     for b, local, _, _ in parts:
         args[b] = (local,)
-    res = src.map(P.pass_vote, args, (p, (w, mean, V, offset), rows_ref, lab_ref),
+    res = src.map(P.pass_vote, args, (p, space, rows_ref, lab_ref),
                   blocks=[b for b, *_ in parts])
     return np.concatenate(res) if res else np.empty(0, dtype=np.int64)
 
@@ -652,9 +697,10 @@ def partial(src, state, rng, p, stream, forget, seed, *, verbose=0):
             ctx.labels = _vote(src, np.arange(src.n), ref[0], ref[1], state.graph, p)
         state.labels = ctx.labels
         ctx.ref_X, ctx.ref_labels = ref
-    # no relabel step: the reference set is a chunk of the past, not rows of this one
-    new = run(ctx, state, replace(p, max_iter=state.n_iter + 1, relabel=0), rng,
-              verbose=verbose)
+    # no relabel or prototype step: the reference set is a chunk of the past, not rows of
+    # this one
+    new = run(ctx, state, replace(p, max_iter=state.n_iter + 1, relabel=0, prototypes=False),
+              rng, verbose=verbose)
     if new.interrupted:
         raise KeyboardInterrupt
     attrs = fitted_attributes(ctx, new, rng, p, seed)

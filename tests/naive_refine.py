@@ -43,3 +43,25 @@ def within_rows(Q, labels, r):
     V = U[:, np.argsort(w)[::-1][:r]]
     Qc = Q - Q.mean(axis=0)
     return Qc - Qc @ V @ V.T
+
+
+def prototype_partition(Z, labels, n_clusters, max_steps=30):
+    """Nearest-mean steps by loops: means as sums over members, squared distances by scalar
+    sums, the first smallest distance; stop when nothing moves, when a cluster is empty
+    before a step, or before a step that would empty one."""
+    Z = np.asarray(Z, dtype=np.float64)
+    labels = [int(v) for v in labels]
+    n, d = Z.shape
+    for _ in range(max_steps):
+        members = [[i for i in range(n) if labels[i] == c] for c in range(n_clusters)]
+        if any(len(m) == 0 for m in members):
+            break
+        means = [[sum(Z[i, t] for i in m) / len(m) for t in range(d)] for m in members]
+        new = []
+        for i in range(n):
+            dist = [sum((Z[i, t] - mu[t]) ** 2 for t in range(d)) for mu in means]
+            new.append(min(range(n_clusters), key=lambda c: (dist[c], c)))
+        if new == labels or len(set(new)) < n_clusters:
+            break
+        labels = new
+    return np.array(labels)

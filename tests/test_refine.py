@@ -172,3 +172,144 @@ def test_relabel_with_a_reference_sample(monkeypatch):
     assert clustering_accuracy(y, fits[0].labels_) < 0.9  # the moved labels stay
     assert clustering_accuracy(y, fits[1].labels_) == 1.0
     np.testing.assert_array_equal(fits[1].predict(X), fits[1].labels_)
+
+
+# ---------------------------------------------------------------------------------------------
+# prototypes: the learned model's nearest-mean partition, judged by a coarser graph
+# ---------------------------------------------------------------------------------------------
+def _touching_blobs(seed, n_per=40, C=3, d=2, spread=2.2):
+    """C Gaussian blobs in d features that overlap a little, and their labels."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(C), n_per)
+    centres = spread * rng.standard_normal((C, d))
+    return centres[y] + rng.standard_normal((y.size, d)), y
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_prototype_partition_matches_naive(seed):
+    rng = np.random.default_rng(seed)
+    C = int(rng.integers(2, 5))
+    Z = rng.standard_normal((30, 3)) + rng.integers(0, 3, (30, 1))
+    lab = rng.integers(0, C, 30)
+    lab[:C] = np.arange(C)
+    got = R.prototype_partition(Z, lab, C)
+    np.testing.assert_array_equal(
+        got, naive_refine.prototype_partition(Z, lab, C, max_steps=R.PROTOTYPE_STEPS))
+    # two steps at most: the same as the reference's two steps
+    np.testing.assert_array_equal(R.prototype_partition(Z, lab, C, max_steps=2),
+                                  naive_refine.prototype_partition(Z, lab, C, max_steps=2))
+
+
+def test_prototype_partition_never_empties_a_cluster():
+    # both means at 0: every sample goes to cluster 0 (ties to the smaller index), which
+    # would empty cluster 1; the step is not taken
+    Z = np.array([[-6.0], [-4.0], [4.0], [6.0], [-5.0], [5.0]])
+    lab = np.array([0, 0, 0, 0, 1, 1])
+    np.testing.assert_array_equal(R.prototype_partition(Z, lab, 2), lab)
+    np.testing.assert_array_equal(naive_refine.prototype_partition(Z, lab, 2), lab)
+    # a tie that empties nothing: means -1 and 3, the sample at 1 goes to the smaller index
+    Z = np.array([[-2.0], [0.0], [1.0], [5.0]])
+    lab = np.array([0, 0, 1, 1])
+    want = naive_refine.prototype_partition(Z, lab, 2)
+    np.testing.assert_array_equal(want, [0, 0, 0, 1])
+    np.testing.assert_array_equal(R.prototype_partition(Z, lab, 2), want)
+
+
+@pytest.mark.parametrize("shape", [(7, 3), (12, 5)])
+def test_metric_rows_distances_are_those_of_the_map(shape):
+    rng = np.random.default_rng(shape[0])
+    A = rng.standard_normal(shape)
+    X = rng.standard_normal((6, shape[1]))
+    Z = R.metric_rows(X, A)
+    for i in range(6):
+        for j in range(6):
+            assert np.linalg.norm(Z[i] - Z[j]) == pytest.approx(
+                np.linalg.norm(A @ (X[i] - X[j])), rel=1e-10, abs=1e-12)
+    np.testing.assert_array_equal(R.metric_rows(X, None), X)
+    # a rank-deficient map: the square-root fallback keeps the distances
+    A[:, 0] = A[:, 1]
+    Z = R.metric_rows(X, A)
+    assert np.linalg.norm(Z[0] - Z[1]) == pytest.approx(np.linalg.norm(A @ (X[0] - X[1])),
+                                                        rel=1e-8)
+
+
+@pytest.mark.parametrize("seed,moved", [(0, True), (1, True), (2, False), (3, False)])
+def test_prototype_refine_decides_by_the_coarse_cut(seed, moved):
+    import naive_graph
+
+    X, y = _touching_blobs(seed, n_per=15)
+    p = _driver.Params(3, 2, n_neighbors=2)
+    rows = X - X.mean(axis=0)
+    start = y.copy()
+    if moved:
+        start[::4] = (start[::4] + 1) % 3  # a quarter of the samples in the wrong cluster
+    lab, info = R.prototype_refine(X, rows, start, p)
+    new = naive_refine.prototype_partition(X, start, 3)
+    W = naive_graph.knn_graph(rows, R.COARSE * p.n_neighbors)
+    cuts = (naive_refine.normalised_cut(W, start, 3), naive_refine.normalised_cut(W, new, 3))
+    np.testing.assert_allclose(info["cuts"], cuts, rtol=1e-9)
+    keep = cuts[1] < R.CUT_RATIO * cuts[0]
+    assert info["kept"] == keep
+    np.testing.assert_array_equal(lab, new if keep else start)
+
+
+def test_prototype_refine_keeps_a_partition_the_coarse_graph_prefers():
+    """Two concentric rings: nearest means cut both rings in half, the coarse graph of the
+    rings keeps the partition into rings."""
+    from ntnumba import _select
+
+    rng = np.random.default_rng(0)
+    t = rng.uniform(0, 2 * np.pi, 200)
+    r = np.repeat([1.0, 4.0], 100)
+    X = np.c_[r * np.cos(t), r * np.sin(t)] + 0.05 * rng.standard_normal((200, 2))
+    y = np.repeat([0, 1], 100)
+    p = _driver.Params(2, 2)
+    # the rows of the few-features rule (centred, a constant coordinate)
+    rows = np.c_[X - X.mean(axis=0), np.full(200, _select.constant_coordinate(X))]
+    lab, info = R.prototype_refine(X, rows, y, p)
+    assert not info["kept"] and info["cuts"][1] > info["cuts"][0]
+    np.testing.assert_array_equal(lab, y)
+
+
+def test_estimator_prototypes_repairs_a_split_cluster_and_keeps_initial_labels(monkeypatch):
+    """A graph partition with a quarter of the samples in the wrong cluster: the prototype
+    step repairs it (the coarse graph agrees), ``initial_labels_`` keeps the start,
+    ``predict`` gives ``labels_``; later iterations fit the new partition."""
+    from ntnumba import _select
+
+    X, y = _touching_blobs(3, n_per=40, d=3, spread=4.0)
+    real = _select.partition
+
+    def wrong_partition(*args, **kw):
+        lab, info = real(*args, **kw)
+        lab = lab.copy()
+        lab[::4] = (lab[::4] + 1) % 3
+        return lab, info
+
+    monkeypatch.setattr(_select, "partition", wrong_partition)
+    for learn, max_iter in ((True, 1), (True, 2), (False, 2)):
+        off = NTClustering(3, n_components=24, learn_transform=learn, random_state=0).fit(X)
+        seen = []
+        on = NTClustering(3, n_components=24, learn_transform=learn, prototypes=True,
+                          max_iter=max_iter, tol=0.0, random_state=0).fit(
+            X, callback=lambda st: seen.append(st.labels.copy()))
+        assert clustering_accuracy(y, off.labels_) < 0.8
+        np.testing.assert_array_equal(on.initial_labels_, off.labels_)
+        assert clustering_accuracy(y, on.labels_) > 0.95
+        # the first iteration is followed by the new partition (the callback sees it)
+        assert on.n_iter_ == len(seen) == max_iter
+        np.testing.assert_array_equal(seen[0], on.labels_)
+        np.testing.assert_array_equal(on.predict(X), on.labels_)
+
+
+def test_prototypes_fit_in_pieces_equals_uninterrupted_and_rejects_bad_values():
+    X, _ = _touching_blobs(1, n_per=30, d=3)
+    kw = dict(n_components=24, prototypes=True, random_state=3)
+    whole = NTClustering(3, max_iter=3, tol=0.0, **kw).fit(X)
+    parts = NTClustering(3, max_iter=1, tol=0.0, **kw).fit(X)
+    parts.set_params(warm_start=True, max_iter=3).fit(X)
+    np.testing.assert_array_equal(parts.labels_, whole.labels_)
+    np.testing.assert_allclose(parts.components_, whole.components_, rtol=0, atol=0)
+    for bad in (1, "yes", None):
+        with pytest.raises((ValueError, TypeError), match="prototypes"):
+            NTClustering(3, n_components=24, prototypes=bad).fit(X)
