@@ -160,6 +160,7 @@ NT_CONFIGS = {
     "ntnumba (default)": {},
     "ntnumba, A = I": {"learn_transform": False},
     "ntnumba, relabel=1": {"relabel": 1, "max_iter": 2},
+    "ntnumba, prototypes": {"prototypes": True},
     "ntnumba, representation as-is": {"representation": "as-is"},
 }
 
