@@ -55,9 +55,10 @@ import os
 import sys
 import time
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
-from numba import get_num_threads, njit
+from numba import get_num_threads, njit, set_num_threads
 from scipy import sparse
 from scipy.linalg import eigh, qr, svd
 from scipy.sparse.linalg import eigsh
@@ -325,28 +326,37 @@ def _topk_rows(S, row0, exclude, idx, val):
 
 
 @njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
-def _pair_cosine(Y, Yref, nn, out, start, stop):
+def _row_sq(Y, out, start, stop):
+    """Squared norms of the rows ``start..stop`` of ``Y`` (float64 sums in column order).
+
+    A Numba JIT-compiled kernel.
+    """
+    for i in range(start, stop):
+        a = 0.0
+        for t in range(Y.shape[1]):
+            a += Y[i, t] * Y[i, t]
+        out[i] = a
+
+
+@njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
+def _pair_cosine(Y, Yref, nn, asq, bsq, out, start, stop):
     """Cosine between ``Y[i]`` and ``Yref[nn[i, j]]`` for rows ``start..stop``.
 
-    A Numba JIT-compiled kernel (float64 sums). ``nn`` entries of -1 and zero rows give 0.
+    A Numba JIT-compiled kernel (float64 sums); ``asq``, ``bsq``: the squared row norms of
+    ``Y`` and ``Yref`` (:func:`_row_sq`). ``nn`` entries of -1 and zero rows give 0.
     """
     m = Y.shape[1]
     for i in range(start, stop):
-        a = 0.0
-        for t in range(m):
-            a += Y[i, t] * Y[i, t]
+        a = asq[i]
         for j in range(nn.shape[1]):
             c = nn[i, j]
             if c < 0:
                 out[i, j] = 0.0
                 continue
             num = 0.0
-            b2 = 0.0
             for t in range(m):
-                z = Yref[c, t]
-                num += Y[i, t] * z
-                b2 += z * z
-            den = np.sqrt(a * b2)
+                num += Y[i, t] * Yref[c, t]
+            den = np.sqrt(a * bsq[c])
             out[i, j] = max(-1.0, min(num / den, 1.0)) if den > 0.0 else 0.0
 
 
@@ -361,7 +371,13 @@ def pair_similarity(Y, Yref, nn):
     nn = np.ascontiguousarray(nn, dtype=np.int64)
     cos = np.zeros(nn.shape)
     if nn.size:
-        run_ranges(lambda a, b: _pair_cosine(Y, Yref, nn, cos, a, b), nn.shape[0])
+        asq = np.empty(Y.shape[0])
+        run_ranges(lambda a, b: _row_sq(Y, asq, a, b), Y.shape[0])
+        bsq = asq
+        if Yref is not Y:
+            bsq = np.empty(Yref.shape[0])
+            run_ranges(lambda a, b: _row_sq(Yref, bsq, a, b), Yref.shape[0])
+        run_ranges(lambda a, b: _pair_cosine(Y, Yref, nn, asq, bsq, cos, a, b), nn.shape[0])
     zero = (nn < 0) | (np.einsum("ij,ij->i", Y, Y) == 0)[:, None]
     if nn.size:
         ok = nn >= 0
@@ -967,6 +983,9 @@ def restricted_stage1(Q, tau, nu, labels, lambda0, lambda1, lambda_a):
 
     Returns ``(similarity_labels, Y, cost)``: the best ``c2`` by the full per-sample cost (the
     ``objective`` rule among the allowed pairs), its representation and its cost (float64).
+    The clusters are shared out to the threads (largest first), each solved by one serial
+    :func:`ntnumba.kernels.assign` call on its rows (splitting clusters of a few dozen samples
+    over the threads cost more than it saved); the results do not depend on the thread count.
     """
     from ._stage1 import assign
 
@@ -976,14 +995,35 @@ def restricted_stage1(Q, tau, nu, labels, lambda0, lambda1, lambda_a):
     sim = np.zeros(n, dtype=np.int64)
     Y = np.zeros((n, M), dtype=Q.dtype)
     cost = np.zeros(n)
-    for c in np.unique(labels):
-        idx = np.flatnonzero(labels == c)
-        _, s, Yc, _, det = assign(Q[idx], tau[c:c + 1], nu, lambda0, lambda1, rule="objective",
-                                  lambda_a=lambda_a, return_details=True, prune=True)
-        sim[idx] = s
-        Y[idx] = Yc
-        cost[idx] = det["cost"]
+    order = np.argsort(labels, kind="stable")     # the rows of every cluster, ascending
+    clusters, starts, counts = np.unique(labels[order], return_index=True, return_counts=True)
+    big = np.argsort(-counts, kind="stable")
+
+    def solve(first, last):
+        with _numba_threads(1):
+            for j in big[first:last]:
+                c = clusters[j]
+                idx = order[starts[j]:starts[j] + counts[j]]
+                _, s, Yc, _, det = assign(Q[idx], tau[c:c + 1], nu, lambda0, lambda1,
+                                          rule="objective", lambda_a=lambda_a,
+                                          return_details=True, prune=True)
+                sim[idx] = s
+                Y[idx] = Yc
+                cost[idx] = det["cost"]
+
+    run_blocks(solve, list(range(clusters.size + 1)), get_num_threads())
     return sim, Y, cost
+
+
+@contextmanager
+def _numba_threads(n):
+    """numba's thread count of this thread set to ``n`` (restored afterwards)."""
+    old = get_num_threads()
+    set_num_threads(min(n, old))
+    try:
+        yield
+    finally:
+        set_num_threads(old)
 
 
 def graph_init_tau(X, labels, nu, n_clusters, rng, A=None):

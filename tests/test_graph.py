@@ -170,6 +170,33 @@ def test_restricted_stage1_against_naive_candidates():
         assert cost[i] == pytest.approx(best[0], rel=1e-7)
 
 
+def test_restricted_stage1_same_bits_on_any_thread_count():
+    """Clusters of very different sizes shared out to the threads: every row's result is
+    that of the cluster's own serial Stage 1, on one thread as on two."""
+    import numba
+    rng = np.random.default_rng(8)
+    labels = np.repeat([3, 0, 2, 1, 4], [40, 3, 17, 1, 9])[rng.permutation(70)]
+    tau = rng.standard_normal((5, 12))
+    nu = rng.standard_normal((2, 12))
+    Q = tau[labels] + nu[rng.integers(0, 2, 70)] + 0.3 * rng.standard_normal((70, 12))
+    got = []
+    old = numba.get_num_threads()
+    for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+        numba.set_num_threads(threads)
+        try:
+            got.append(G.restricted_stage1(Q, tau, nu, labels, 0.03, 0.03, 1.0))
+            assert numba.get_num_threads() == threads   # restored in this thread
+        finally:
+            numba.set_num_threads(old)
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)
+    for c in range(5):   # each cluster alone: the same rows
+        rows = np.flatnonzero(labels == c)
+        alone = G.restricted_stage1(Q[rows], tau, nu, labels[rows], 0.03, 0.03, 1.0)
+        for a, b in zip(alone, got[0]):
+            np.testing.assert_array_equal(a, b[rows])
+
+
 def test_estimator_graph_partition_is_fixed_over_iterations():
     X, y = _planted(1)
     seen = []
