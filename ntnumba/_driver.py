@@ -26,7 +26,7 @@ import numpy as np
 
 from . import _passes as P
 from . import _refine, _select
-from ._graph import DEFAULT_SHARED, graph_init_tau, graph_rows
+from ._graph import DEFAULT_SHARED, graph_init_tau
 from ._parallel import blas_context  # noqa: F401 - the fit's BLAS policy, used as _driver.blas_context
 from ._passes import compute_Q  # noqa: F401 - the driver's name for it
 from ._stream import MemoryBlocks, block_rows
@@ -521,7 +521,7 @@ def prototypes(ctx, state, p, verbose=0):
     reference samples whose label changed."""
     old = np.asarray(ctx.ref_labels, dtype=np.int64)
     Z = _refine.metric_rows(ctx.ref_X, state.A if p.learn_transform else None)
-    rows = graph_rows(ctx.ref_X, *space_args(vote_space(ctx.ref_X, state.graph, p)))
+    rows = P.space_rows(ctx.ref_X, vote_space(ctx.ref_X, state.graph, p))
     lab, info = _refine.prototype_refine(Z, rows, old, p, ctx.seed)
     if verbose and "cuts" in info:
         print(f"prototypes: coarse-graph cut {info['cuts'][0]:.4f} -> {info['cuts'][1]:.4f}, "
@@ -577,23 +577,15 @@ def reference_rows(src, seed):
 
 def vote_space(Xref, graph, p):
     """``(weights, mean, V, offset)`` of the graph's rows for the reference set ``Xref`` and
-    the partition's summary ``graph`` (:func:`ntnumba._graph.graph_rows`)."""
-    w, offset, _ = _select.graph_space(Xref, p.representation)
-    return w, graph["mean"], graph["V"], offset
-
-
-def space_args(space):
-    """The arguments ``(mean, V, offset, weights)`` of :func:`ntnumba._graph.graph_rows` for a
-    :func:`vote_space` tuple."""
-    w, mean, V, offset = space
-    return mean, V, offset, w
+    the partition's summary ``graph`` (:func:`ntnumba._passes.vote_space`)."""
+    return P.vote_space(Xref, graph["mean"], graph["V"], p.representation)
 
 
 def _vote(src, rows, Xref, lab_ref, graph, p):
     """Graph rule: the labels of the global rows ``rows`` by the k-NN vote against the
     reference set, in the rows the partition compared (as ``predict``)."""
     space = vote_space(Xref, graph, p)
-    rows_ref = graph_rows(Xref, *space_args(space))
+    rows_ref = P.space_rows(Xref, space)
     parts = block_rows(src.bounds, rows)
     args = [None] * len(src.bounds)
     for b, local, _, _ in parts:

@@ -9,7 +9,7 @@ from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluste
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _driver, _persistence
+from . import _driver, _passes, _persistence
 from . import _graph, _select
 from ._passes import best_scores as _best_scores
 from ._passes import tukey_fence as _tukey_fence
@@ -840,9 +840,14 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """The rows the graph rule compares for the scaled rows ``X`` (the fit's weights,
         mean, shared directions and constant coordinate: :func:`ntnumba._graph.graph_rows`,
         the representation rules from the reference set ``ref``, default ``_fit_X``)."""
+        return _passes.space_rows(X, self._vote_space(ref))
+
+    def _vote_space(self, ref=None):
+        """:func:`ntnumba._passes.vote_space` of the fit (reference set ``ref``, default
+        ``_fit_X``)."""
         ref = self._fit_X if ref is None else ref
-        w, offset, _ = _select.graph_space(ref, self._p.representation)
-        return _graph.graph_rows(X, self.shared_mean_, self.shared_components_, offset, w)
+        return _passes.vote_space(ref, self.shared_mean_, self.shared_components_,
+                                  self._p.representation)
 
     def _stage1(self, X, return_details=False, scaled=False):
         """Stage 1 with the learned parameters: ``(labels, sim, Y, scores[, details])``.
@@ -888,9 +893,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         match = _row_matches(X, ref) if match is None else np.asarray(match, dtype=np.int64)
         hit = match >= 0
         labels_ref = self._fit_ref_labels()
-        labels, score, shares = _graph.knn_vote(
-            self._graph_rows(X, ref), self._graph_rows(ref, ref), labels_ref, p.n_clusters,
-            p.n_neighbors, exclude=match if hit.any() else None, return_votes=True)
+        space = self._vote_space(ref)
+        labels, score, shares = _passes.graph_vote(
+            X, space, _passes.space_rows(ref, space), labels_ref, p,
+            exclude=match if hit.any() else None, return_votes=True)
         labels[hit] = labels_ref[match[hit]]
         if hasattr(self, "outlier_scores_"):
             ref_scores = self._ref_values(self.outlier_scores_)

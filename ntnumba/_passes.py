@@ -10,7 +10,7 @@ functions ship by reference). The stages' equations live in their own modules (`
 """
 import numpy as np
 
-from . import _graph
+from . import _graph, _select
 from ._parallel import matmul as _matmul
 from ._parallel import run_ranges
 from ._stage1 import assign, trusted_inputs
@@ -200,9 +200,46 @@ def pass_final(Xk, carry, labels_k, A, tau, nu, p):
     return lab, sim, nonzero, q_max
 
 
+def vote_space(Xref, mean, V, representation):
+    """``(weights, mean, V, offset)``: what :func:`ntnumba._graph.graph_rows` needs to give the
+    rows the graph rule compares, for the partition's ``mean`` and shared directions ``V`` and
+    the representation rules of the reference set ``Xref`` (scaled;
+    :func:`ntnumba._select.graph_space`)."""
+    w, offset, _ = _select.graph_space(Xref, representation)
+    return w, mean, V, offset
+
+
+def space_rows(X, space):
+    """The graph rows of the scaled rows ``X`` in ``space`` (:func:`vote_space`)."""
+    w, mean, V, offset = space
+    return _graph.graph_rows(X, mean, V, offset, w)
+
+
+def graph_vote(X, space, rows_ref, labels_ref, p, *, exclude=None, return_votes=False):
+    """The graph rule's labels of new rows: the k-NN vote of the reference set.
+
+    ``X``: scaled rows; ``space``: :func:`vote_space` of the reference set; ``rows_ref``: its
+    graph rows (:func:`space_rows`), ``labels_ref`` its labels; ``p``: ``n_clusters`` and
+    ``n_neighbors``. Returns what :func:`ntnumba._graph.knn_vote` returns (``exclude``,
+    ``return_votes``: as there). The one vote of the fit (rows outside the reference sample,
+    :func:`pass_vote`) and of ``predict``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._driver import Params
+    >>> from ntnumba._passes import graph_vote, space_rows, vote_space
+    >>> ref = np.array([[1.0, 0.0, 0.0], [0.9, 0.1, 0.0], [0.0, 0.0, 1.0], [0.0, 0.1, 0.9]])
+    >>> space = vote_space(ref, np.zeros(3), np.zeros((0, 3)), "as-is")
+    >>> graph_vote(np.array([[1.0, 0.05, 0.0]]), space, space_rows(ref, space),
+    ...            np.array([0, 0, 1, 1]), Params(2, 3, n_neighbors=2))[0].tolist()
+    [0]
+    """
+    return _graph.knn_vote(space_rows(X, space), rows_ref, labels_ref, p.n_clusters,
+                           p.n_neighbors, exclude=exclude, return_votes=return_votes)
+
+
 def pass_vote(Xk, carry, rows, p, space, rows_ref, labels_ref):
     """Graph rule: labels of the rows ``rows`` of the block by the k-NN vote of ``predict``
-    (``space``: ``(weights, mean, V, offset)`` of :func:`ntnumba._graph.graph_rows`)."""
-    w, mean, V, offset = space
-    R = _graph.graph_rows(np.asarray(Xk[rows]), mean, V, offset, w)
-    return _graph.knn_vote(R, rows_ref, labels_ref, p.n_clusters, p.n_neighbors)[0]
+    (:func:`graph_vote`)."""
+    return graph_vote(np.asarray(Xk[rows]), space, rows_ref, labels_ref, p)[0]
