@@ -62,21 +62,6 @@ def set_training_scores(est, labels, outlier_scores, proba):
         est.reject_threshold_ = _tukey_fence(outlier_scores)
 
 
-def _row_matches(X, ref):
-    """Index of the row of ``ref`` equal (byte for byte) to each row of ``X``, -1 if none."""
-    out = np.full(X.shape[0], -1, dtype=np.int64)
-    if X.dtype != ref.dtype or X.shape[1] != ref.shape[1] or ref.shape[0] == 0:
-        return out
-    row = np.dtype((np.void, ref.dtype.itemsize * ref.shape[1]))
-    r = np.ascontiguousarray(ref).view(row).ravel()
-    q = np.ascontiguousarray(X).view(row).ravel()
-    order = np.argsort(r, kind="stable")
-    pos = np.minimum(np.searchsorted(r[order], q), r.size - 1)
-    hit = r[order][pos] == q
-    out[hit] = order[pos[hit]]
-    return out
-
-
 def _pass_soft_scores(Xk, carry, match_k, est):
     """Pass over a block of training rows: ``est._soft_scores`` (``match_k``: the reference
     row of each row, see ``NTClustering._graph_vote``)."""
@@ -890,14 +875,13 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """
         p = self._p
         ref = self._fit_X
-        match = _row_matches(X, ref) if match is None else np.asarray(match, dtype=np.int64)
+        match = (_passes.row_matches(X, ref) if match is None
+                 else np.asarray(match, dtype=np.int64))
         hit = match >= 0
-        labels_ref = self._fit_ref_labels()
         space = self._vote_space(ref)
         labels, score, shares = _passes.graph_vote(
-            X, space, _passes.space_rows(ref, space), labels_ref, p,
-            exclude=match if hit.any() else None, return_votes=True)
-        labels[hit] = labels_ref[match[hit]]
+            X, space, _passes.space_rows(ref, space), self._fit_ref_labels(), p, match=match,
+            return_votes=True)
         if hasattr(self, "outlier_scores_"):
             ref_scores = self._ref_values(self.outlier_scores_)
             if ref_scores.shape[0] >= ref.shape[0]:

@@ -215,14 +215,32 @@ def space_rows(X, space):
     return _graph.graph_rows(X, mean, V, offset, w)
 
 
-def graph_vote(X, space, rows_ref, labels_ref, p, *, exclude=None, return_votes=False):
+def row_matches(X, ref):
+    """Index of the row of ``ref`` equal (byte for byte) to each row of ``X``, -1 if none."""
+    out = np.full(X.shape[0], -1, dtype=np.int64)
+    if X.dtype != ref.dtype or X.shape[1] != ref.shape[1] or ref.shape[0] == 0:
+        return out
+    row = np.dtype((np.void, ref.dtype.itemsize * ref.shape[1]))
+    r = np.ascontiguousarray(ref).view(row).ravel()
+    q = np.ascontiguousarray(X).view(row).ravel()
+    order = np.argsort(r, kind="stable")
+    pos = np.minimum(np.searchsorted(r[order], q), r.size - 1)
+    hit = r[order][pos] == q
+    out[hit] = order[pos[hit]]
+    return out
+
+
+def graph_vote(X, space, rows_ref, labels_ref, p, *, match=None, return_votes=False):
     """The graph rule's labels of new rows: the k-NN vote of the reference set.
 
     ``X``: scaled rows; ``space``: :func:`vote_space` of the reference set; ``rows_ref``: its
     graph rows (:func:`space_rows`), ``labels_ref`` its labels; ``p``: ``n_clusters`` and
-    ``n_neighbors``. Returns what :func:`ntnumba._graph.knn_vote` returns (``exclude``,
-    ``return_votes``: as there). The one vote of the fit (rows outside the reference sample,
-    :func:`pass_vote`) and of ``predict``.
+    ``n_neighbors``. ``match`` (None or int array of shape (n,)): the reference row equal to
+    each row (:func:`row_matches`; -1: none); such a row gets that reference row's label (the
+    partition, not a vote) and the leave-one-out vote of the others (its score and shares).
+    Returns what :func:`ntnumba._graph.knn_vote` returns (``return_votes``: as there). The one
+    vote of the fit (rows outside the reference sample, :func:`pass_vote`) and of
+    ``predict``.
 
     Examples
     --------
@@ -235,11 +253,18 @@ def graph_vote(X, space, rows_ref, labels_ref, p, *, exclude=None, return_votes=
     ...            np.array([0, 0, 1, 1]), Params(2, 3, n_neighbors=2))[0].tolist()
     [0]
     """
-    return _graph.knn_vote(space_rows(X, space), rows_ref, labels_ref, p.n_clusters,
-                           p.n_neighbors, exclude=exclude, return_votes=return_votes)
+    labels_ref = np.asarray(labels_ref, dtype=np.int64)
+    hit = None if match is None else np.asarray(match, dtype=np.int64) >= 0
+    exclude = match if hit is not None and hit.any() else None
+    out = _graph.knn_vote(space_rows(X, space), rows_ref, labels_ref, p.n_clusters,
+                          p.n_neighbors, exclude=exclude, return_votes=return_votes)
+    if exclude is not None:
+        out[0][hit] = labels_ref[np.asarray(match)[hit]]
+    return out
 
 
-def pass_vote(Xk, carry, rows, p, space, rows_ref, labels_ref):
-    """Graph rule: labels of the rows ``rows`` of the block by the k-NN vote of ``predict``
-    (:func:`graph_vote`)."""
-    return graph_vote(np.asarray(Xk[rows]), space, rows_ref, labels_ref, p)[0]
+def pass_vote(Xk, carry, rows, p, space, Xref, rows_ref, labels_ref):
+    """Graph rule: labels of the rows ``rows`` of the block by the vote of ``predict``
+    (:func:`graph_vote`; a row equal to a reference row of ``Xref`` takes its label)."""
+    X = np.ascontiguousarray(Xk[rows])
+    return graph_vote(X, space, rows_ref, labels_ref, p, match=row_matches(X, Xref))[0]
