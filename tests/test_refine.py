@@ -355,3 +355,33 @@ def test_fit_vote_and_predict_vote_agree(monkeypatch, case):
         for j, s in zip(idx[i], sim[i]):
             votes[i, m._fit_labels[j]] += max(s, 0.0) + 1e-12
     np.testing.assert_array_equal(m.labels_[others], votes.argmax(axis=1))
+
+
+def test_prototypes_with_a_reference_sample_and_not_in_partial_fit(monkeypatch):
+    """Above the reference size the prototype partition is that of the reference rows, the
+    other rows voted against it (``predict`` gives ``labels_``); ``partial_fit`` runs no
+    prototype step even where its partition would be kept."""
+    X, y = _touching_blobs(3, n_per=40, d=3, spread=4.0)
+    monkeypatch.setattr(_driver, "REFERENCE_SIZE", 90)
+    calls = []
+    real = R.prototype_refine
+
+    def wrong_start(Z, rows, labels, p, random_state=0):  # a quarter of the labels moved
+        lab = np.asarray(labels).copy()
+        lab[::4] = (lab[::4] + 1) % p.n_clusters
+        calls.append(lab.size)
+        return real(Z, rows, lab, p, random_state)
+
+    monkeypatch.setattr(R, "prototype_refine", wrong_start)
+    m = NTClustering(3, n_components=24, prototypes=True, random_state=0).fit(X, chunk_size=50)
+    assert calls == [90] and m._fit_X.shape[0] == 90
+    assert clustering_accuracy(y, m.labels_) > 0.95
+    np.testing.assert_array_equal(m.predict(X), m.labels_)
+    fits = []
+    for on in (False, True):
+        mp = NTClustering(3, n_components=24, prototypes=on, random_state=0)
+        for s, e in ((0, 50), (50, 120)):
+            mp.partial_fit(X[s:e])
+        fits.append(mp.labels_)
+    assert calls == [90]
+    np.testing.assert_array_equal(fits[0], fits[1])
