@@ -778,6 +778,15 @@ def _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored
     return (A, sp) if return_sv else A
 
 
+def _many_weak(s, N):
+    """Whether more than ``_QR_WEAK_SHARE`` of the ``N`` singular values ``s`` (descending) are
+    weak (below ``_BAND`` times the largest): the closed form then takes the QR route."""
+    s_max = s[0] if N else 0.0
+    if not s_max > 0:
+        return False
+    return np.count_nonzero(~(s > _BAND * s_max)) > max(_QR_MIN_WEAK, _QR_WEAK_SHARE * N)
+
+
 def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, route="auto",
                  info=None, factored=False, anchor=None):
     """Exact step: argmin_A c/2||A||^2 - <B, A> + R(A), through the N x N eigenproblem of B^T B.
@@ -788,9 +797,11 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
     singular values of ``A``, in no particular order), from which :func:`_regulariser_sv`
     gives ``R(A)`` without the ``A^T A`` product.
 
-    ``route``: "auto" (the Gram route; the QR route when more than ``_QR_WEAK_SHARE`` of the
-    directions are weak) or "qr" (the QR route directly). ``info`` (a dict): receives the route
-    taken under "route".
+    ``route``: "auto" (the QR route when more than ``_QR_WEAK_SHARE`` of the directions are
+    weak, decided from the eigenvalues of ``B^T B`` alone, else the Gram route), "gram" (the
+    same choice made after the Gram route's eigendecomposition: no separate eigenvalue pass,
+    for callers that expect the Gram route) or "qr" (the QR route directly). ``info`` (a
+    dict): receives the route taken under "route".
 
     ``anchor`` (M x N, optional): where ``B`` has a null space (singular values below
     ``_NULL * s_max``) the minimiser is not unique; with an anchor its action there is the one
@@ -813,6 +824,16 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
         return _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored,
                                anchor)
     S = B.T @ B
+    if route == "auto":
+        # the eigenvalues first (a third of the eigendecomposition's cost): the QR route,
+        # usual for image data, needs no eigenvectors of S
+        with _serial_lapack():
+            w = np.linalg.eigvalsh(S)
+        if _many_weak(np.sqrt(np.maximum(w[::-1], 0.0)), N):
+            if info is not None:
+                info["route"] = "qr"
+            return _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv,
+                                   factored, anchor)
     with _serial_lapack():
         w, V = np.linalg.eigh(S)
     S = None
@@ -823,7 +844,7 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
     weak = ~strong
     if info is not None:
         info["route"] = "gram"
-    if s_max > 0 and np.count_nonzero(weak) > max(_QR_MIN_WEAK, _QR_WEAK_SHARE * N):
+    if _many_weak(s, N):
         if info is not None:
             info["route"] = "qr"
         # many weak directions (the closed-form start on Ybar^T X of image data: ~465 of 500
@@ -944,7 +965,7 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
         Qb, R, K, sv = _closed_form(B0, None, lambda2, lambda3, lambda4, gram=G,
                                     return_sv=True, route=ws.get("start_route", "auto"),
                                     info=info, factored=True, anchor=A_start)
-        ws["start_route"] = "qr" if info["route"] == "qr" else "auto"
+        ws["start_route"] = info["route"]
         Bx = B0 if Qb is None else R  # the target in the space of K
         KG = _matmul(K, G)
         aga = float(np.vdot(KG, K))
@@ -988,7 +1009,10 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
         B = c * Z
         B += Bx
         B -= ZG  # B = Bx - Z (G - c I): the surrogate of f at Z
-        A_new, sv = _closed_form(B, c, lambda2, lambda3, lambda4, return_sv=True, anchor=Z)
+        info = {}
+        A_new, sv = _closed_form(B, c, lambda2, lambda3, lambda4, return_sv=True, anchor=Z,
+                                 route=ws.get("step_route", "auto"), info=info)
+        ws["step_route"] = info["route"]
         B = None
         AG_new = _matmul(A_new, G)
         aga = float(np.vdot(AG_new, A_new))

@@ -3,11 +3,12 @@ SpectralClustering on the same data, in one run.
 
 Run ``python -m ntnumba.bench_large`` (``--help`` for sizes and data sets). Every method runs in
 its own fresh Python process on the same data (a temporary ``.npy`` file): wall time of the fit,
-peak resident memory of the fit above the process's memory just before it (data loaded,
-libraries imported, the default fit's kernels compiled by a warm-up fit on a few rows; Linux
-``VmHWM`` reset through ``/proc/self/clear_refs``), and quality against the generating labels
-(ARI, NMI). The table ends with the ratios of the
-default fit to each peer. The first-call compilation time of the default fit's kernels (a fresh
+processor time of the fit (user + system, all threads; less sensitive than the wall time to
+other jobs on the machine), peak resident memory of the fit above the process's memory just
+before it (data loaded, libraries imported, the default fit's kernels compiled by a warm-up fit
+on a few rows; Linux ``VmHWM`` reset through ``/proc/self/clear_refs``), and quality against
+the generating labels (ARI, NMI). The table ends with the ratios of the default fit to each
+peer. The first-call compilation time of the default fit's kernels (a fresh
 process, first fit minus second fit on the same small data) is reported with ``--compile``.
 
 Data (structured, synthetic or augmented real; all generated here, nothing is downloaded):
@@ -47,15 +48,21 @@ try:  # reset the peak resident set (VmHWM) after the imports and the warm-up fi
     base = status("VmRSS")
 except OSError:  # no reset: the peak of the whole process
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+c = cpu()
 t = time.perf_counter()
 labels = est.fit(X).labels_
 t = time.perf_counter() - t
+c = cpu() - c
 try:
     peak = status("VmHWM")
 except OSError:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 np.save({out!r}, np.asarray(labels))
-print(json.dumps({{"time": t, "peak_kb": peak, "base_kb": base}}))
+print(json.dumps({{"time": t, "cpu": c, "peak_kb": peak, "base_kb": base}}))
 """
 
 _METHODS = {
@@ -234,7 +241,8 @@ def _print_fit(row, name, res):
     if "error" in res:
         print(f"{head}  {res['error']}", flush=True)
         return
-    print(f"{head}  time {res['time']:8.2f} s  peak {res['peak_MB']:8.0f} MB "
+    print(f"{head}  time {res['time']:8.2f} s  cpu {res.get('cpu', float('nan')):7.2f} s  "
+          f"peak {res['peak_MB']:8.0f} MB "
           f"({res['peak_MB'] / row['data_MB']:5.1f} x data)  ARI {res['ARI']:.3f}  "
           f"NMI {res['NMI']:.3f}", flush=True)
 
@@ -248,7 +256,9 @@ def _print_ratios(row):
             continue
         mem = (f"{nt['peak_MB'] / res['peak_MB']:.2f}x" if res["peak_MB"] >= 1.0
                else "n/a (peer below 1 MB above the loaded data)")
-        print(f"{'':>9} ntnumba / {name}: time {nt['time'] / res['time']:.2f}x, "
+        cpu = (f"cpu {nt['cpu'] / res['cpu']:.2f}x, " if res.get("cpu", 0) > 0 and "cpu" in nt
+               else "")
+        print(f"{'':>9} ntnumba / {name}: time {nt['time'] / res['time']:.2f}x, {cpu}"
               f"peak memory {mem}, ARI {nt['ARI'] - res['ARI']:+.3f}", flush=True)
 
 

@@ -215,6 +215,26 @@ def test_closed_form_many_weak_directions_takes_the_qr_route():
     assert info["route"] == "gram"
 
 
+def test_closed_form_route_from_the_eigenvalues_alone():
+    """route="auto" picks the route from the eigenvalues of B^T B before any eigenvector;
+    "gram" picks it after the Gram route's eigendecomposition: the same route and the same
+    bits, for a B with many weak directions (QR route) and one with few (Gram route)."""
+    rng = np.random.default_rng(40)
+    M, N = 60, 24
+    U, _ = np.linalg.qr(rng.standard_normal((M, N)))
+    V, _ = np.linalg.qr(rng.standard_normal((N, N)))
+    lams = (16.0, 16.0, 16.0)
+    for B, want in (((U * np.logspace(3, -9, N)) @ V.T, "qr"),
+                    (rng.standard_normal((M, N)), "gram")):
+        got = {}
+        for route in ("auto", "gram"):
+            info = {}
+            got[route] = _closed_form(B, 1.0, *lams, route=route, info=info, return_sv=True)
+            assert info["route"] == want
+        for a, b in zip(got["auto"], got["gram"]):
+            np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("rank", [0, 2])
 def test_closed_form_qr_route_rank_deficient(rank):
     rng = np.random.default_rng(rank)
@@ -318,6 +338,7 @@ def test_mm_in_the_span_of_the_qr_start_equals_full_space_mm(rank):
                                    init="closed_form", accelerate=False, workspace=ws,
                                    return_history=True)
         assert ws["start_route"] == "qr"
+        assert ("step_route" in ws) == (k > 0)   # the route of the last step, for the next
         np.testing.assert_allclose(A, ref[k], rtol=1e-7, atol=1e-9 * np.abs(ref[k]).max())
         assert hist[-1] == pytest.approx(transform_objective(A, X, Ybar, *lams), rel=1e-9)
         assert ws["AGA"] == pytest.approx(np.vdot(A @ G, A), rel=1e-9)
