@@ -213,8 +213,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         when the largest feature standard deviation exceeds 10 times the median one, the
         initial map ``A`` standardises the features (its columns scaled by ``1 / std``; with
         ``learn_transform=False`` the graph alone sees them standardised); with at most 16
-        features, the graph compares the samples with an extra constant coordinate as large as
-        their median distance from the mean, so that the distance counts besides the angle.
+        features, the partition is spectral clustering of the Euclidean k-NN graph
+        (``k = 2 n_neighbors``, k-means on the embedding), and the vote of new samples compares
+        them with an extra constant coordinate as large as their median distance from the
+        mean, so that the distance counts besides the angle.
         Neither triggers on images. Both are decided from the data alone
         (``ntnumba/_select.py``, ``docs/dev_results.md``). ``"as-is"``: neither.
     relabel : int, default 0

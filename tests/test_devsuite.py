@@ -119,3 +119,18 @@ def test_targets_report_learning_against_the_initial_partition():
     assert "| 1 (not met) |" in text              # only "a" >= the best peer (Ward)
     assert "(+2.00), NMI 62.50 vs 62.50 (+0.00) (not met)" in text  # NMI not above
     assert "CA 70.00 vs 67.50, NMI 62.50 vs 61.50 (met)" in text    # vs A = I
+
+
+def test_check_set_is_its_own_page(tmp_path, monkeypatch):
+    monkeypatch.setattr(devsuite, "NT_CONFIGS", {"ntnumba (default)": {"n_components": 24}})
+    reproduce.main(["--suite", "dev", "--set", "check", "--datasets", "c-wine-6f,c-circles",
+                    "--seeds", "1", "--cache", "", "--out", str(tmp_path)])
+    md = (tmp_path / "dev_check.md").read_text()
+    assert md.startswith("# Held-out check set") and "## About this set" in md
+    assert not (tmp_path / "dev_results.md").exists()
+    X, y = devsuite.load_case("c-wine-6f")
+    assert X.shape == (178, 6) and np.allclose(X.std(axis=0), 1.0) and y.max() == 2
+    assert not set(devsuite.CHECK) & set(devsuite.SUITE)
+    with pytest.raises(SystemExit):  # a suite set is not in the check set
+        reproduce.main(["--suite", "dev", "--set", "check", "--datasets", "iris-raw",
+                        "--out", str(tmp_path)])
