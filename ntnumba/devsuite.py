@@ -293,9 +293,18 @@ def fit_nt(X, y, C, seed, kwargs):
         return False
 
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = NTClustering(C, random_state=seed, **kwargs).fit(X, callback=cb)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = NTClustering(C, random_state=seed, **kwargs).fit(X, callback=cb)
+    except Exception as exc:  # a failed fit is scored as one cluster and listed on the page
+        _log(f"  seed {seed}: the fit failed: {exc!r}")
+        rec = {"seed": seed, "fit_s": time.perf_counter() - t0, "error": repr(exc)}
+        one = np.zeros(len(y), dtype=np.int64)
+        rec.update(scores(y, one))
+        rec["initial"] = scores(y, one)
+        rec["per_iteration"] = []
+        return rec
     rec = {"seed": seed, "fit_s": time.perf_counter() - t0}
     rec.update(scores(y, model.labels_))
     init = getattr(model, "initial_labels_", None)
@@ -532,6 +541,13 @@ def write_markdown(res, path):
             r = d["methods"].get(c) or d["peers"].get(c)
             cells.append("-" if r is None else f"{_pm(r['ca'])} / {_pm(r['nmi'])}")
         L.append(f"| {name} | " + " | ".join(cells) + " |")
+    failed = [(name, m, r["seed"], r["error"]) for name, d in res["datasets"].items()
+              for m, x in d["methods"].items() for r in x["runs"] if "error" in r]
+    if failed:
+        L += ["", "## Failed fits", "", "Scored as one cluster (CA of the largest class, NMI 0) "
+              "in every number above.", "", "| data | configuration | seed | error |",
+              "|---|---|---|---|"]
+        L += [f"| {n} | {m} | {sd} | `{e}` |" for n, m, sd, e in failed]
     L += ["", "## Learning: initial partition vs final labels, per iteration", "",
           "`initial_labels_` is the partition the fit started from; `labels_` the final one. "
           "Per iteration: mean CA over the seeds after iteration 1, 2, ...", "",

@@ -134,3 +134,16 @@ def test_check_set_is_its_own_page(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):  # a suite set is not in the check set
         reproduce.main(["--suite", "dev", "--set", "check", "--datasets", "iris-raw",
                         "--out", str(tmp_path)])
+
+
+def test_a_failed_fit_is_scored_as_one_cluster_and_listed(tmp_path, monkeypatch):
+    monkeypatch.setattr(devsuite, "NT_CONFIGS", {"ntnumba (default)": {"n_components": 24},
+                                                 "broken": {"n_components": -1}})
+    res = reproduce.main(["--suite", "dev", "--datasets", "iris-raw", "--seeds", "1",
+                          "--methods", "ntnumba (default)|broken", "--cache", "",
+                          "--out", str(tmp_path)])
+    run = res["datasets"]["iris-raw"]["methods"]["broken"]["runs"][0]
+    assert "n_components" in run["error"]
+    assert run["ca"] == pytest.approx(100.0 / 3) and run["nmi"] == pytest.approx(0.0)
+    md = (tmp_path / "dev_results.md").read_text()
+    assert "## Failed fits" in md and "| iris-raw | broken | 0 |" in md
