@@ -488,9 +488,11 @@ def write_markdown(res, path):
          f"{meta.get('load_end', '?')}; {meta.get('total_minutes', 0):.1f} min). Seeds "
          f"{meta['seeds']}; deterministic peers (Ward, HDBSCAN) run once. Every number is the "
          "mean ± std over the seeds, in percent; labels were used only to score.", "",
-         "Inputs: images normalised per image (zero mean, unit variance), Isolet as stored, "
-         "tabular data raw (`-raw`) or standardised per feature (`-std`), synthetic data as "
-         "generated (data seed 0). HDBSCAN only on data of at most 64 features (its noise "
+         ("Inputs: images normalised per image (zero mean, unit variance), Isolet as stored, "
+          "tabular data raw (`-raw`) or standardised per feature (`-std`), synthetic data as "
+          "generated (data seed 0). " if meta.get("set", "dev") == "dev" else
+          "Inputs: as described below (`## About this set`). ") +
+         "HDBSCAN only on data of at most 64 features (its noise "
          "points count as errors in CA). Produced by `ntnumba/devsuite.py`.", ""]
     if meta.get("partial"):
         L += [f"**Partial run**: {meta['partial']}", ""]
