@@ -360,7 +360,8 @@ def prototype_partition(Z, labels, n_clusters, max_steps=PROTOTYPE_STEPS):
 
 def coarse_graph(rows, p, random_state=0):
     """The k-NN graph of the graph rows ``rows`` (:func:`ntnumba._graph.graph_rows` of the
-    initial partition) with ``COARSE * n_neighbors`` neighbours (at most ``n - 1``)."""
+    initial partition, distinct rows) with ``COARSE * n_neighbors`` neighbours (at most
+    ``n - 1``)."""
     from . import _graph
 
     n = rows.shape[0]
@@ -381,7 +382,8 @@ def prototype_refine(Z, rows, labels, p, random_state=0):
     cuts a cluster in two. The judge is the discrete normalised cut (:func:`normalised_cut`)
     of the same rows' graph with ``COARSE`` times more neighbours (:func:`coarse_graph`):
     the prototype partition replaces ``labels`` only when its cut is below ``CUT_RATIO``
-    times theirs. On manifold data (images) it cuts that graph more and is rejected.
+    times theirs. Equal rows are one node of that graph, as in the graph partition: data
+    repeated ``r`` times get the decision of the data. On manifold data (images) it cuts that graph more and is rejected.
 
     Parameters
     ----------
@@ -418,11 +420,16 @@ def prototype_refine(Z, rows, labels, p, random_state=0):
     >>> info["kept"], float(np.mean(new == np.repeat([0, 1], 40))) > 0.9
     (True, True)
     """
+    from . import _graph
+
     labels = np.asarray(labels, dtype=np.int64)
     new = prototype_partition(Z, labels, p.n_clusters)
     if np.array_equal(new, labels):
         return labels, {"kept": False}
-    W = coarse_graph(np.asarray(rows, dtype=np.float64), p, random_state)
-    cuts = (normalised_cut(W, labels, p.n_clusters), normalised_cut(W, new, p.n_clusters))
+    # equal rows are one node, as in the graph partition (copies must not fill the lists)
+    first, _ = _graph.distinct_rows(np.asarray(rows, dtype=np.float64))
+    W = coarse_graph(np.asarray(rows, dtype=np.float64)[first], p, random_state)
+    cuts = (normalised_cut(W, labels[first], p.n_clusters),
+            normalised_cut(W, new[first], p.n_clusters))
     kept = cuts[1] < CUT_RATIO * cuts[0]
     return (new if kept else labels), {"cuts": cuts, "kept": bool(kept)}

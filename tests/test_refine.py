@@ -253,6 +253,36 @@ def test_prototype_refine_decides_by_the_coarse_cut(seed, moved):
     np.testing.assert_array_equal(lab, new if keep else start)
 
 
+@pytest.mark.parametrize("r", [2, 5])
+def test_prototype_refine_decides_on_distinct_rows(r):
+    """Equal rows are one node of the coarse graph, as in the graph partition: data repeated
+    ``r`` times get the cuts and the decision of the data."""
+    X, y = _touching_blobs(0, n_per=15)
+    p = _driver.Params(3, 2, n_neighbors=2)
+    start = y.copy()
+    start[::4] = (start[::4] + 1) % 3
+    lab, info = R.prototype_refine(X, X, start, p)
+    Xr, start_r = np.tile(X, (r, 1)), np.tile(start, r)
+    lab_r, info_r = R.prototype_refine(Xr, Xr, start_r, p)
+    np.testing.assert_allclose(info_r["cuts"], info["cuts"], rtol=1e-9)
+    assert info_r["kept"] == info["kept"]
+    np.testing.assert_array_equal(lab_r, np.tile(lab, r))
+
+
+def test_estimator_prototypes_same_on_repeated_data():
+    """Standardised iris: the step is kept (31 labels move); the data repeated twice get the
+    same partition."""
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    one = NTClustering(3, prototypes=True, random_state=0).fit(X)
+    two = NTClustering(3, prototypes=True, random_state=0).fit(np.tile(X, (2, 1)))
+    np.testing.assert_array_equal(two.initial_labels_, np.tile(one.initial_labels_, 2))
+    assert clustering_accuracy(y, one.labels_) > clustering_accuracy(y, one.initial_labels_)
+    np.testing.assert_array_equal(two.labels_, np.tile(one.labels_, 2))
+
+
 def test_prototype_refine_keeps_a_partition_the_coarse_graph_prefers():
     """Two concentric rings: nearest means cut both rings in half, the coarse graph of the
     rings keeps the partition into rings."""
