@@ -76,6 +76,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import qr as scipy_qr
 from scipy.linalg import solve_triangular
+from scipy.linalg import svd as scipy_svd
 from scipy.linalg.lapack import dorgqr as _dorgqr
 from sklearn.utils import check_random_state
 
@@ -94,6 +95,26 @@ def _serial_lapack():
     products keep every thread.
     """
     return _blas_limit(1)
+
+
+def _svd(A, full_matrices=True):
+    """SVD of ``A``: LAPACK gesdd (``numpy.linalg.svd``), gesvd where gesdd does not converge.
+
+    gesdd's divide and conquer can report non-convergence on a finite, well-conditioned matrix
+    whose singular values form a tight cluster (seen with single-threaded OpenBLAS 0.3.30 and
+    0.3.31 on a 2100 x 376 matrix with singular values in [1.256, 1.281], 176 of them equal to
+    1e-13, in the null-space completion of a fit on orl-20). gesvd (QR iteration) is slower but
+    converges there; it factors the same matrix, so the products the callers form from the
+    factors (the polar factor, ``U diag(f(s)) V^T``) agree with gesdd's to rounding. Non-finite
+    input still raises.
+    """
+    try:
+        return np.linalg.svd(A, full_matrices=full_matrices)
+    except np.linalg.LinAlgError:
+        if not np.all(np.isfinite(A)):
+            raise
+        return scipy_svd(A, full_matrices=full_matrices, lapack_driver="gesvd",
+                         check_finite=False)
 
 
 __all__ = [
@@ -703,7 +724,7 @@ def _anchored_null(anchor, V0, C0, project, lambda2, lambda3, lambda4, rng):
         sp0 = transform_singular_values(np.zeros(k), c0, lambda2, lambda3, lambda4)
         D = (Wc * sp0) @ Wc.T
     Z = project(project(anchor @ (V0 @ D)))
-    Uz, sz, Wzt = np.linalg.svd(Z, full_matrices=False)
+    Uz, sz, Wzt = _svd(Z, full_matrices=False)
     good = sz > 1e-8 * sz[0] if sz.size and sz[0] > 0 else np.zeros(k, dtype=bool)
     if not np.all(good):
         bad = ~good
@@ -748,7 +769,7 @@ def _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored
         (qf, tau), _ = scipy_qr(B, mode="raw", check_finite=False)
         R = np.triu(qf[:N])
         future = _background(_form_q, qf, tau)
-        Ur, s, Vt = np.linalg.svd(R)
+        Ur, s, Vt = _svd(R)
         Qb = future.result()
     k = _null_count(s, anchor)
     if k == 0:
