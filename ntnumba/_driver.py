@@ -103,6 +103,9 @@ class State:
     # (None: all)} of the partition in ``labels`` (kept fixed over the iterations, see
     # ntnumba/_graph.py); None otherwise
     graph: dict = None
+    # prototypes: the step after the first iteration is still to be done (set with that
+    # iteration, cleared by the step; an interrupt inside the step leaves it set)
+    prototypes_pending: bool = False
 
     def copy(self):
         return replace(self, A=None if self.A is None else self.A.copy(), tau=self.tau.copy(),
@@ -432,6 +435,11 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
     undo = None  # the last complete iterate and its clusters while a new partition is fitted
     try:
         with blas_context():
+            if prototypes_due(state, p):  # a step an interrupt left undone (warm_start)
+                changed = prototypes(ctx, state, p, verbose=verbose)
+                if verbose:
+                    print(f"iteration {state.n_iter:4d}  prototype step done: {changed} "
+                          "samples moved", file=stream, flush=True)
             while state.n_iter < p.max_iter:
                 prev = state.objective_history[-1] if state.objective_history else None
                 changed = None
@@ -441,6 +449,8 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
                     changed = relabel(ctx, state, p, rng, verbose=verbose)
                 state, obj, reseeded = iterate_blocks(ctx, state, p, rng)
                 undo = None
+                state.prototypes_pending = (p.rule == "graph" and p.prototypes
+                                            and state.n_iter == 1)
                 if prototypes_due(state, p):  # the learned model's partition, if it cuts less
                     changed = prototypes(ctx, state, p, verbose=verbose)
                 if verbose:
@@ -507,10 +517,11 @@ def _new_partition(ctx, state, lab, old, p, rng, verbose=0):
 
 
 def prototypes_due(state, p):
-    """Whether the iteration just done is followed by the prototype step (``prototypes``:
-    the graph rule, after the first iteration; later iterations fit the model to its
-    partition). From the iteration count alone, as :func:`relabel_due`."""
-    return (p.rule == "graph" and p.prototypes and state.n_iter == 1
+    """Whether the prototype step is due (``prototypes``: the graph rule, after the first
+    iteration; later iterations fit the model to its partition): ``state.prototypes_pending``,
+    set with the first iteration and cleared by the step, so that a step an interrupt left
+    undone is done when the fit resumes (``warm_start``)."""
+    return (p.rule == "graph" and p.prototypes and state.prototypes_pending
             and state.graph is not None)
 
 
@@ -518,7 +529,7 @@ def prototypes(ctx, state, p, verbose=0):
     """The learned model's nearest-mean partition of the reference set (in the metric of
     ``state.A``, :func:`ntnumba._refine.prototype_refine`) into ``ctx`` and ``state`` when a
     coarser graph of the initial partition's rows says it cuts less; returns the number of
-    reference samples whose label changed."""
+    reference samples whose label changed. Clears ``state.prototypes_pending``."""
     old = np.asarray(ctx.ref_labels, dtype=np.int64)
     Z = _refine.metric_rows(ctx.ref_X, state.A if p.learn_transform else None)
     rows = P.space_rows(ctx.ref_X, vote_space(ctx.ref_X, state.graph, p))
@@ -526,10 +537,13 @@ def prototypes(ctx, state, p, verbose=0):
     if verbose and "cuts" in info:
         print(f"prototypes: coarse-graph cut {info['cuts'][0]:.4f} -> {info['cuts'][1]:.4f}, "
               f"{'kept' if info['kept'] else 'not kept'}", file=sys.stderr, flush=True)
-    if not info["kept"]:
-        return 0
-    # the rng is used only when no partition exists (not here)
-    return _new_partition(ctx, state, lab, old, p, np.random.RandomState(ctx.seed), verbose)
+    moved = 0
+    if info["kept"]:
+        # the rng is used only when no partition exists (not here)
+        moved = _new_partition(ctx, state, lab, old, p, np.random.RandomState(ctx.seed),
+                               verbose)
+    state.prototypes_pending = False
+    return moved
 
 
 class _FirstLabels:

@@ -1105,14 +1105,16 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """
         return _persistence.save_model(self._portable(), path)
 
-    def _restore_loaded(self, p):
-        """The iterate of a model read by :func:`load` (its arrays set and checked)."""
+    def _restore_loaded(self, p, prototypes_pending=False):
+        """The iterate of a model read by :func:`load` (its arrays set and checked;
+        ``prototypes_pending``: the file's prototype step is still to be done)."""
         self._p = p
         A = self.components_
         self._state = _driver.State(
             A=A if p.learn_transform else None, tau=self.dissimilarity_,
             nu=self.similarity_, labels=self.labels_, similarity_labels=self.similarity_labels_,
-            objective_history=list(self.objective_history_), n_iter=self.n_iter_)
+            objective_history=list(self.objective_history_), n_iter=self.n_iter_,
+            prototypes_pending=bool(prototypes_pending))
         if p.rule == "graph":
             self._state.graph = {"n_shared": self.n_shared_, "graph_cut": self.graph_cut_,
                                  "mean": self.shared_mean_, "V": self.shared_components_}

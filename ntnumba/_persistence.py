@@ -31,6 +31,8 @@ key                       content
 ``shared_components_``    ``assign="graph"`` only: (n_shared_, N), the shared directions
 ``fit_X_``                ``assign="graph"`` only: (n_train, N), the scaled training data, the
                           reference set of the out-of-sample k-NN vote of ``predict``
+``prototypes_pending_``   optional: integer 1 when a fit with ``prototypes=True`` was
+                          interrupted inside its prototype step (a ``warm_start`` does it)
 ========================  =====================================================================
 
 ``components_``, ``dissimilarity_`` and ``similarity_`` share one dtype (float32 or float64, the
@@ -104,6 +106,8 @@ def save_model(model, path):
         if hasattr(model, attr):
             value = getattr(model, attr)
             payload[key] = np.array(kind(value)) if kind is not None else np.asarray(value)
+    if getattr(getattr(model, "_state", None), "prototypes_pending", False):
+        payload["prototypes_pending_"] = np.array(1)
     path = os.fspath(path)
     if not path.endswith(".npz"):
         path += ".npz"
@@ -401,5 +405,6 @@ def _load(f, path, factory):
         model.shared_components_ = f.array("shared_components_", (r, N), float_kinds)
         model._fit_X = f.array("fit_X_", (n, N), float_kinds)
     _check_arrays(model, path)
-    model._restore_loaded(p)
+    pending = "prototypes_pending_" in f and f.scalar("prototypes_pending_", int) == 1
+    model._restore_loaded(p, prototypes_pending=pending)
     return model

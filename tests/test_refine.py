@@ -346,6 +346,38 @@ def test_prototypes_fit_in_pieces_equals_uninterrupted_and_rejects_bad_values():
             NTClustering(3, n_components=24, prototypes=bad).fit(X)
 
 
+@pytest.mark.parametrize("save", [False, True])
+def test_prototypes_interrupted_inside_the_step_is_done_on_resume(monkeypatch, tmp_path, save):
+    """A KeyboardInterrupt inside the prototype step keeps iteration 1 without the step; a
+    ``warm_start`` (after a save and load too) does the step and equals an uninterrupted
+    fit."""
+    import ntnumba
+    from sklearn.datasets import load_iris
+
+    X, _ = load_iris(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    kw = dict(prototypes=True, representation="as-is", max_iter=2, tol=0.0, random_state=0)
+    whole = NTClustering(3, **kw).fit(X)
+    assert not np.array_equal(whole.labels_, whole.initial_labels_)  # the step is kept
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    real = R.prototype_refine
+    monkeypatch.setattr(R, "prototype_refine", interrupt)
+    m = NTClustering(3, **kw)
+    with pytest.warns(RuntimeWarning, match="interrupted"), pytest.raises(KeyboardInterrupt):
+        m.fit(X)
+    assert m.n_iter_ == 1
+    np.testing.assert_array_equal(m.labels_, whole.initial_labels_)
+    monkeypatch.setattr(R, "prototype_refine", real)
+    if save:
+        m = ntnumba.load(m.save(str(tmp_path / "m.npz")))
+    m.set_params(warm_start=True).fit(X)
+    np.testing.assert_array_equal(m.labels_, whole.labels_)
+    np.testing.assert_allclose(m.components_, whole.components_, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("case", ["few features, scales", "as-is"])
 def test_fit_vote_and_predict_vote_agree(monkeypatch, case):
     """The fit labels the rows outside its reference sample by the same vote as ``predict``
