@@ -64,7 +64,13 @@ def set_training_scores(est, labels, outlier_scores, proba):
 
 def _pass_soft_scores(Xk, carry, match_k, est):
     """Pass over a block of training rows: ``est._soft_scores`` (``match_k``: the reference
-    row of each row, see ``NTClustering._graph_vote``)."""
+    row of each row, see ``NTClustering._graph_vote``; a row outside the reference sample
+    that equals a reference row is matched to it, as in ``predict``)."""
+    if match_k is not None:
+        match_k = np.array(match_k, dtype=np.int64)
+        out = np.flatnonzero(match_k < 0)
+        if out.size:
+            match_k[out] = _passes.row_matches(np.ascontiguousarray(Xk[out]), est._fit_X)
     return est._soft_scores(Xk, match=match_k)
 
 

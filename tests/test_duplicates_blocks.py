@@ -92,3 +92,23 @@ def test_copies_of_reference_rows_take_their_label(monkeypatch, chunk_size):
         m = NTClustering(3, n_components=24, random_state=seed).fit(X, chunk_size=chunk_size)
         np.testing.assert_array_equal(m.labels_[150:], m.labels_[:60])
         np.testing.assert_array_equal(m.predict(X), m.labels_)
+
+
+@pytest.mark.parametrize("chunk_size", [70, None])
+def test_copies_of_reference_rows_take_their_scores(monkeypatch, chunk_size):
+    """A row equal to a row of the reference sample gets that row's leave-one-out
+    ``outlier_scores_`` and ``probabilities_`` (as ``predict_proba`` and ``score_samples``
+    give them), not the scores of a vote that counts its copy."""
+    monkeypatch.setattr(_driver, "REFERENCE_SIZE", 60)
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), 50)
+    X = 0.7 * rng.standard_normal((3, 8))[y] + rng.standard_normal((150, 8))
+    X = np.r_[X, X[:60]]  # rows 150..209 repeat rows 0..59
+    m = NTClustering(3, n_components=24, random_state=0).fit(X, chunk_size=chunk_size)
+    ref = set(m._state.graph["ref_rows"].tolist())
+    orig = np.array([i for i in range(60) if i in ref])
+    assert orig.size > 10
+    np.testing.assert_array_equal(m.outlier_scores_[orig + 150], m.outlier_scores_[orig])
+    np.testing.assert_array_equal(m.probabilities_[orig + 150], m.probabilities_[orig])
+    proba = m.predict_proba(X[orig + 150])[np.arange(orig.size), m.labels_[orig + 150]]
+    np.testing.assert_allclose(m.probabilities_[orig + 150], proba, rtol=0, atol=1e-12)
