@@ -260,11 +260,12 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         well (+0.41 / +0.55 there): the gain comes from the prototype view, not from the
         learned ``A``. Cost: 4-10% of the default fit at the paper's sizes (the coarser
         graph's k-NN search and the nearest-mean steps). ``ntnumba/_refine.py``.
-        ``partial_fit`` does not run it.
+        ``partial_fit`` does not run it. With ``relabel`` as well the step comes first: the
+        partition recomputed at the start of iteration 2 is judged against its partition.
     max_iter : int, default 1
         Maximum number of iterations (the paper runs 100). With ``assign="graph"`` the
         clustering changes only through ``relabel`` (``relabel=1`` needs 2: one new partition
-        and the iteration that fits it); the iterations contract ``A X`` towards the clusters' ``tau + nu``, which
+        and the iteration that fits it) and ``prototypes`` (after the first iteration); the iterations contract ``A X`` towards the clusters' ``tau + nu``, which
         lowered the k-NN accuracy of the representations on COIL-20 and ORL after more than one
         (docs/results.md). With ``"objective"`` or ``"paper"`` set it (e.g. 100, the paper's).
     tol : float, default 1e-4
