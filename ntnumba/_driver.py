@@ -436,10 +436,10 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
     try:
         with blas_context():
             if prototypes_due(state, p):  # a step an interrupt left undone (warm_start)
-                changed = prototypes(ctx, state, p, verbose=verbose)
-                if verbose:
-                    print(f"iteration {state.n_iter:4d}  prototype step done: {changed} "
-                          "samples moved", file=stream, flush=True)
+                changed = prototypes(ctx, state, p, verbose=verbose, stream=stream)
+                if verbose and changed is not None:
+                    print(f"iteration {state.n_iter:4d}  new partition: {changed} samples "
+                          "moved", file=stream, flush=True)
             while state.n_iter < p.max_iter:
                 prev = state.objective_history[-1] if state.objective_history else None
                 changed = None
@@ -452,7 +452,7 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
                 state.prototypes_pending = (p.rule == "graph" and p.prototypes
                                             and state.n_iter == 1)
                 if prototypes_due(state, p):  # the learned model's partition, if it cuts less
-                    changed = prototypes(ctx, state, p, verbose=verbose)
+                    changed = prototypes(ctx, state, p, verbose=verbose, stream=stream)
                 if verbose:
                     done = state.n_iter - start_iter
                     el = time.perf_counter() - t0
@@ -525,19 +525,21 @@ def prototypes_due(state, p):
             and state.graph is not None)
 
 
-def prototypes(ctx, state, p, verbose=0):
+def prototypes(ctx, state, p, verbose=0, stream=None):
     """The learned model's nearest-mean partition of the reference set (in the metric of
     ``state.A``, :func:`ntnumba._refine.prototype_refine`) into ``ctx`` and ``state`` when a
     coarser graph of the initial partition's rows says it cuts less; returns the number of
-    reference samples whose label changed. Clears ``state.prototypes_pending``."""
+    reference samples whose label changed, None when the partition is kept as it was.
+    ``verbose``: the cuts on ``stream`` (default stderr). Clears ``state.prototypes_pending``."""
     old = np.asarray(ctx.ref_labels, dtype=np.int64)
     Z = _refine.metric_rows(ctx.ref_X, state.A if p.learn_transform else None)
     rows = P.space_rows(ctx.ref_X, vote_space(ctx.ref_X, state.graph, p))
     lab, info = _refine.prototype_refine(Z, rows, old, p, ctx.seed)
     if verbose and "cuts" in info:
         print(f"prototypes: coarse-graph cut {info['cuts'][0]:.4f} -> {info['cuts'][1]:.4f}, "
-              f"{'kept' if info['kept'] else 'not kept'}", file=sys.stderr, flush=True)
-    moved = 0
+              f"{'kept' if info['kept'] else 'not kept'}",
+              file=sys.stderr if stream is None else stream, flush=True)
+    moved = None
     if info["kept"]:
         # the rng is used only when no partition exists (not here)
         moved = _new_partition(ctx, state, lab, old, p, np.random.RandomState(ctx.seed),

@@ -262,6 +262,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         graph's k-NN search and the nearest-mean steps). ``ntnumba/_refine.py``.
         ``partial_fit`` does not run it. With ``relabel`` as well the step comes first: the
         partition recomputed at the start of iteration 2 is judged against its partition.
+        Another ``assign`` raises a ``ValueError`` (as does ``relabel > 0``).
     max_iter : int, default 1
         Maximum number of iterations (the paper runs 100). With ``assign="graph"`` the
         clustering changes only through ``relabel`` (``relabel=1`` needs 2: one new partition
@@ -433,7 +434,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         self.warm_start = warm_start
 
     # ------------------------------------------------------------------ validation
-    def _params(self, n_features):
+    def _params(self, n_features, fit=True):
+        """The checked parameters (``fit``: also those a fit needs; a model file need not)."""
         C = check_scalar(self.n_clusters, "n_clusters", low=1, integer=True)
         if self.n_dissimilarity is not None:
             Cd = check_scalar(self.n_dissimilarity, "n_dissimilarity", low=1, integer=True)
@@ -471,6 +473,13 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         max_iter = check_scalar(self.max_iter, "max_iter", low=1, integer=True)
         relabel = check_scalar(self.relabel, "relabel", low=0, integer=True)
         check_bool(self.prototypes, "prototypes")
+        if fit and rule != "graph":
+            for name, on, off in (("relabel", relabel > 0, "0"),
+                                  ("prototypes", self.prototypes, "False")):
+                if on:
+                    raise ValueError(f"{name}: changes the partition of assign='graph' only, "
+                                     f"got assign={rule!r}; use {name}={off} or "
+                                     "assign='graph'")
         tol = check_scalar(self.tol, "tol", low=0.0)
         check_scalar(self.n_init, "n_init", low=1, integer=True)
         if self.n_jobs is not None:

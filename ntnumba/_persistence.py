@@ -357,7 +357,7 @@ def _load(f, path, factory):
     if N < 1:
         f.fail(f"n_features_in_ is {N}")
     try:
-        p = model._params(N)
+        p = model._params(N, fit=False)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"path: {path}: invalid parameters ({exc}): corrupted model "
                          "file") from None

@@ -383,6 +383,52 @@ def test_prototypes_interrupted_inside_the_step_is_done_on_resume(monkeypatch, t
     np.testing.assert_allclose(m.components_, whole.components_, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("kept", [False, True])
+def test_prototypes_verbose_lines_on_the_run_stream(kept):
+    """The step's line goes to the stream of ``run``; "new partition" only when kept."""
+    import io
+
+    if kept:  # standardised iris compared by the angle: kept
+        from sklearn.datasets import load_iris
+
+        X = load_iris().data
+        X = (X - X.mean(axis=0)) / X.std(axis=0)
+    else:  # touching blobs: a different partition, not kept
+        X, _ = _touching_blobs(0, n_per=30, d=3)
+    m = NTClustering(3, n_components=24, prototypes=True,
+                     representation="as-is" if kept else "auto")
+    p = m._params(X.shape[1])
+    rng = np.random.RandomState(0)
+    buf = io.StringIO()
+    _driver.run(X, _driver.initialise(X, p, rng), p, rng, verbose=1, stream=buf)
+    out = buf.getvalue()
+    assert ("prototypes: coarse-graph cut" in out and ("not kept" in out) != kept)
+    assert ("new partition" in out) == kept
+    if kept:
+        assert "new partition: 0 " not in out
+
+
+@pytest.mark.parametrize("assign", ["objective", "paper"])
+def test_relabel_and_prototypes_need_the_graph_rule(assign, tmp_path):
+    import ntnumba
+
+    X, _ = _touching_blobs(0, n_per=10)
+    # a model file of such parameters (written before they were refused) still loads
+    old = NTClustering(3, n_components=24, assign=assign, init="random", random_state=0).fit(X)
+    old.set_params(relabel=1, prototypes=True)
+    np.testing.assert_array_equal(ntnumba.load(old.save(str(tmp_path / "m"))).predict(X),
+                                  old.predict(X))
+    for kw, fix in (({"relabel": 1, "max_iter": 2}, "relabel=0"),
+                    ({"prototypes": True}, "prototypes=False")):
+        m = NTClustering(3, n_components=24, assign=assign, init="random", **kw)
+        with pytest.raises(ValueError, match=f"{list(kw)[0]}: .*{assign}.*{fix}"):
+            m.fit(X)
+        with pytest.raises(ValueError, match=list(kw)[0]):
+            m.partial_fit(X)
+    # accepted with the graph rule
+    NTClustering(3, n_components=24, relabel=1, max_iter=2, prototypes=True).fit(X)
+
+
 @pytest.mark.parametrize("case", ["few features, scales", "as-is"])
 def test_fit_vote_and_predict_vote_agree(monkeypatch, case):
     """The fit labels the rows outside its reference sample by the same vote as ``predict``
