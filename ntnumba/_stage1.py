@@ -172,7 +172,10 @@ def _inner_fixed_h(b, g, v, k, lam, h, a):
     """Exact minimiser of R over {a >= 0, v.a = h} (a convex problem); returns R there.
 
     KKT: a_j = max(b_j - lam g_j / h + mu v_j, 0) / k_j with mu found by bisection so that
-    v.a = h (v.a is non-decreasing in mu).
+    v.a = h (v.a is non-decreasing in mu). The point returned is the interpolation between the
+    bracketing mu's on v.a = h: at a tiny h, lam / h and mu are huge and b_j - lam g_j / h +
+    mu v_j cancels (a coordinate jumps from 0 to ~1e64 between two neighbouring floats mu), so
+    neither bracket end is near the constraint; their interpolation is, and it is feasible.
     """
     M = b.shape[0]
     lh = lam / h
@@ -188,14 +191,24 @@ def _inner_fixed_h(b, g, v, k, lam, h, a):
             break
     for _ in range(_BISECT):
         mid = 0.5 * (lo + hi)
+        if not (lo < mid < hi):  # neighbouring floats: nothing left to bisect
+            break
         if _va_of(b, g, v, k, lh, mid) < h:
             lo = mid
         else:
             hi = mid
-    mu = hi
+    # v.a is linear in a: theta places the interpolated point on v.a = h
+    valo = _va_of(b, g, v, k, lh, lo)
+    vahi = _va_of(b, g, v, k, lh, hi)
+    theta = (h - valo) / (vahi - valo) if vahi > valo else 1.0
+    theta = min(max(theta, 0.0), 1.0)
     for j in range(M):
-        t = b[j] - lh * g[j] + mu * v[j]
-        a[j] = t / k[j] if t > 0.0 else 0.0
+        t = b[j] - lh * g[j]
+        tlo = t + lo * v[j]
+        thi = t + hi * v[j]
+        alo = tlo / k[j] if tlo > 0.0 else 0.0
+        ahi = thi / k[j] if thi > 0.0 else 0.0
+        a[j] = alo + theta * (ahi - alo)
     R, ga, va = _eval_reduced(b, g, v, k, lam, a)
     return R
 
@@ -374,8 +387,8 @@ def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
         else:
             st, R = INVALID, np.inf
         # the point of zero ratio term, when it exists: a_j = b_j+/k_j where g_j = 0, else 0
-        # (valid if v.a > 0). It is a corner the grid over h cannot find when v.a is tiny there
-        # (entries of v of size 1e-16: R(h) is then a spike at one h)
+        # (valid if v.a > 0). A corner that is optimal when v.a is tiny there (entries of v of
+        # size 1e-16); the grid finds it too since _inner_fixed_h interpolates, kept as a check
         az = work[0]
         for j in range(M):
             az[j] = b[j] / k[j] if (g[j] == 0.0 and b[j] > 0.0) else 0.0
