@@ -30,9 +30,16 @@ def score_sp(y, tau, nu):
 
 
 def candidate_objective(y, q, tau, nu, lam0, lam1):
-    """F(y) = 1/2||q - y||^2 + lam1 ||y||_1 + lam0 sP(y)."""
+    """F(y) = 1/2||q - y||^2 + lam1 ||y||_1 + lam0 sP(y); +inf when rho(y, nu) = 0.
+
+    The ratio term is (lam0 rho(y, tau)) / rho(y, nu): with rho(y, nu) of subnormal size the
+    ratio alone overflows where the term does not (lam0 = 0: 0 * inf was NaN).
+    """
+    den = rho(y, nu)
+    if den <= 0:
+        return np.inf
     return (0.5 * float(np.sum((q - y) ** 2)) + lam1 * float(np.sum(np.abs(y)))
-            + lam0 * score_sp(y, tau, nu))
+            + lam0 * rho(y, tau) / den + lam0 * sigma(y, tau))
 
 
 def _parts(q, tau, nu, lam0, lam1):

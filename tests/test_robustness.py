@@ -310,6 +310,10 @@ def _candidate_case(draw):
 # so the grid missed that basin.
 @example(case=(np.array([-2.0, 0.0, 0.25]), np.array([-1.83e-160, 0.0, 1.0]),
                np.array([-6.74e-83, 1.0, 1.0])), lam0=0.03)
+# Found with a random seed: nu of subnormal size and lambda0 = 0; the reference's ratio
+# rho(y, tau) / rho(y, nu) overflowed and 0 * inf gave NaN (the term is 0)
+@example(case=(np.array([1.0, 1.0]), np.array([0.0, 1.0]), np.array([2.22507386e-313] * 2)),
+         lam0=0.0)
 def test_property_candidate_never_above_brute_force(case, lam0):
     q, tau, nu = case
     y, v = candidate_nt(q, tau, nu, lam0, 0.03, safeguard=True)
