@@ -221,9 +221,9 @@ def _grid_h(lhlo, m):
 
 @_internal()
 def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
-    """Coarse grid over h = v.a with the exact inner problem, then, for each of the
-    ``_REFINE`` lowest local minima of the grid: golden-section refinement of h, and SI+ from
-    the support found there.
+    """Coarse grid over h = v.a with the exact inner problem and SI+ from each new support
+    of the grid, then, for each of the ``_REFINE`` lowest local minima of the grid:
+    golden-section refinement of h, and SI+ from the support found there.
 
     Returns (status, R) with the best point found in ``a`` (``abest`` is scratch).
     """
@@ -258,13 +258,41 @@ def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
     ngrid = max(ngrid, _GRID)
     lhlo = np.log(href) - (ngrid - 1) * step
     Rg = np.empty(ngrid)
+    bestR = np.inf
+    # SI+ from the support of every grid point whose support differs from its predecessor's
+    # (told apart by count, sum and sum of squares of the indices): a basin narrower than the
+    # grid's spacing, or one grid step from a lower one, has no local minimum on the grid, but
+    # the supports of the grid points around it lead SI+ into it
+    sig0 = -1.0
+    sig1 = -1.0
+    sig2 = -1.0
     for m in range(ngrid):
         Rg[m] = _inner_fixed_h(b, g, v, k, lam, _grid_h(lhlo, m), a)
+        if not np.isfinite(Rg[m]):
+            continue
+        c0 = 0.0
+        c1 = 0.0
+        c2 = 0.0
+        for j in range(M):
+            mask[j] = a[j] > 0.0
+            if mask[j]:
+                c0 += 1.0
+                c1 += j
+                c2 += float(j) * j
+        if c0 == sig0 and c1 == sig1 and c2 == sig2:
+            continue
+        sig0 = c0
+        sig1 = c1
+        sig2 = c2
+        st, R = _support_iteration(b, g, v, k, lam, a, mask, True, qbuf)
+        if st == OK and R < bestR:
+            bestR = R
+            for j in range(M):
+                abest[j] = a[j]
     # R(h) can have several basins (one near h -> 0 and a narrow one between two grid points):
     # refine each local minimum of the grid, the _REFINE lowest ones, and keep the best
     # (local minima of the grid as evaluated: a refined point is only excluded, never changed,
     # so that its neighbours on the slope do not turn into local minima)
-    bestR = np.inf
     chosen = np.full(_REFINE, -1)
     for r in range(_REFINE):
         mbest = -1
@@ -1063,9 +1091,9 @@ def candidate_nt(q, tau, nu, lambda0, lambda1, *, safeguard=False, return_status
         Weight of the min-max score and of the l1 norm (both >= 0).
     safeguard : bool, default False
         Also run the safeguard (a grid over ``h`` with the exact inner problem, then SI+ from
-        the best support) and keep the better point. It runs anyway when SI+ fails. Needed only
-        far from the paper's regime (large ``lambda0`` relative to ``|q|``); see
-        ``docs/algorithm.md`` for measured failure rates.
+        the grid's supports and the refined minima) and keep the better point. It runs anyway
+        when SI+ fails. Needed only far from the paper's regime (large ``lambda0`` relative to
+        ``|q|``); see ``docs/algorithm.md`` for measured failure rates.
     return_status : bool, default False
         Also return the status: 0 = SI+ converged, 1 = found by the safeguard, -1 = invalid.
 

@@ -314,6 +314,16 @@ def _candidate_case(draw):
 # rho(y, tau) / rho(y, nu) overflowed and 0 * inf gave NaN (the term is 0)
 @example(case=(np.array([1.0, 1.0]), np.array([0.0, 1.0]), np.array([2.22507386e-313] * 2)),
          lam0=0.0)
+# Found by hypothesis (1500 examples): R(h) has two basins less than two grid steps apart, the
+# lower one (support {0}, 2.752880) just outside the bracket of the grid's only local minimum
+# (support {0, 3}, 2.752944, where SI+ also converges)
+@example(case=(np.array([1.09375, 0.0, 0.0, 1.3046875]),
+               np.array([1.08984375, 0.0, 0.0, 1.3046875]), np.array([1.5546875] * 4)), lam0=2.0)
+# Found by hypothesis (1500 examples): a basin narrower than the grid's spacing (support {0, 2},
+# 4.897735, between two grid points on a rising slope) next to the grid's minimum (support {2},
+# 4.898594); SI+ from the plain soft-threshold support fails
+@example(case=(np.array([-1.046875, -1.046875, -1.75]), np.array([-0.0859375, -2.5, -3.3125]),
+               np.array([0.0, -1.5, -2.875])), lam0=2.0)
 def test_property_candidate_never_above_brute_force(case, lam0):
     q, tau, nu = case
     y, v = candidate_nt(q, tau, nu, lam0, 0.03, safeguard=True)
