@@ -119,6 +119,11 @@ def test_targets_report_learning_against_the_initial_partition():
     assert "| 1 (not met) |" in text              # only "a" >= the best peer (Ward)
     assert "(+2.00), NMI 62.50 vs 62.50 (+0.00) (not met)" in text  # NMI not above
     assert "CA 70.00 vs 67.50, NMI 62.50 vs 61.50 (met)" in text    # vs A = I
+    # a difference that rounds to +0.00 at the page's precision is not "above"
+    res["datasets"]["b"]["methods"]["ntnumba, A = I"] = _rec(59.998, 54.998)
+    res["datasets"]["a"]["methods"]["ntnumba, A = I"] = _rec(80.0, 70.0)
+    text = "\n".join(devsuite.targets(res))
+    assert "CA 70.00 vs 70.00, NMI 62.50 vs 62.50 (not met)" in text
 
 
 def test_check_set_is_its_own_page(tmp_path, monkeypatch):
