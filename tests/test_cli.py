@@ -229,13 +229,20 @@ def test_fit_scaling_and_auto_components(blobs):
     np.testing.assert_allclose(model.feature_mean_, X.mean(axis=0))
 
 
+def _sigint_default():
+    """In the child before exec: SIGINT at its default action, as in a terminal. A test run
+    started as a background job of a non-interactive shell has SIGINT ignored, the child would
+    inherit that, and Python then installs no KeyboardInterrupt handler (Ctrl-C is lost)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_keeps_last_iterate(blobs):
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     p = subprocess.Popen(COMMAND + ["fit", "blobs.npz", "-k", "3", "--n-components", "12",
                                     "--max-iter", "100000", "--tol", "0", "--seed", "0",
                                     "-o", "stopped.npz"],
                          cwd=blobs, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, preexec_fn=_sigint_default)
     try:
         for line in p.stderr:
             if line.startswith("iteration    3"):
