@@ -442,11 +442,12 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
                           "moved", file=stream, flush=True)
             while state.n_iter < p.max_iter:
                 prev = state.objective_history[-1] if state.objective_history else None
-                changed = None
+                changed = kept = None
                 if relabel_due(state, p):  # the partition of the learned map, then fit to it
                     undo = (state, ctx.labels, ctx.ref_labels)
                     state = state.copy()
                     changed = relabel(ctx, state, p, rng, verbose=verbose)
+                    kept = changed is None
                 state, obj, reseeded = iterate_blocks(ctx, state, p, rng)
                 undo = None
                 state.prototypes_pending = (p.rule == "graph" and p.prototypes
@@ -464,6 +465,8 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
                         msg += f"  re-seeded clusters {reseeded}"
                     if changed is not None:
                         msg += f"  new partition: {changed} samples moved"
+                    elif kept:
+                        msg += "  partition kept"
                     print(msg, file=stream, flush=True)
                 if callback is not None and callback(state):
                     break
@@ -492,13 +495,14 @@ def relabel_due(state, p):
 def relabel(ctx, state, p, rng, verbose=0):
     """The graph partition of the reference set recomputed from the learned map ``state.A``
     (:func:`ntnumba._refine.repartition`), extended to the other rows by the k-NN vote, into
-    ``ctx`` and ``state``; returns the number of reference samples whose label changed."""
+    ``ctx`` and ``state``; returns the number of reference samples whose label changed, None
+    when the current partition is kept."""
     Qref = compute_Q(ctx.ref_X, state.A, p.learn_transform)
     old = np.asarray(ctx.ref_labels, dtype=np.int64)
     lab, info = _refine.refine(ctx.ref_X, Qref, old, p, rng.randint(_INT32_MAX),
                                n_shared=int(state.graph["n_shared"]), verbose=verbose)
     if info is None:  # the current partition is kept
-        return 0
+        return None
     return _new_partition(ctx, state, lab, old, p, rng, verbose)
 
 

@@ -234,9 +234,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         normalised cut of the learned representations' k-NN graph than the current one (a
         trust region), and never when a representation rule of ``representation="auto"``
         applies (at most 16 features, or features of very different scales: the learned map
-        does not carry those rules). Needs ``max_iter >= relabel + 1``; the partition the fit
-        started from stays in ``initial_labels_``. 0: the initial partition is kept. Not the
-        default: on the development suite (``docs/dev_results.md``, 5 seeds, 24 data sets)
+        does not carry those rules). Needs ``max_iter >= relabel + 1``; ``relabel > 0`` with
+        ``learn_transform=False`` or another ``assign`` raises a ``ValueError``. The partition
+        the fit started from stays in ``initial_labels_``. 0: the initial partition is kept.
+        Not the default: on the development suite (``docs/dev_results.md``, 5 seeds, 24 sets)
         ``relabel=1, max_iter=2`` raised the mean CA over the initial partition by 0.18
         points, left the mean NMI where it was (-0.01) and doubles the fit time; the page has
         what it changes per data set. ``ntnumba/_refine.py``. ``partial_fit`` does not
@@ -480,6 +481,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                     raise ValueError(f"{name}: changes the partition of assign='graph' only, "
                                      f"got assign={rule!r}; use {name}={off} or "
                                      "assign='graph'")
+        if fit and relabel > 0 and not self.learn_transform:
+            raise ValueError("relabel: recomputes the partition from the learned map, got "
+                             "learn_transform=False; use relabel=0 or learn_transform=True")
         tol = check_scalar(self.tol, "tol", low=0.0)
         check_scalar(self.n_init, "n_init", low=1, integer=True)
         if self.n_jobs is not None:

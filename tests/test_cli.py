@@ -300,6 +300,16 @@ def test_errors_in_subprocess(blobs, args, message):
     (["fit", "blobs.npz", "-k", "3", "-o", "m", "--n-jobs", "0"], 2, "argument --n-jobs"),
     (["fit", "blobs.csv", "-k", "3", "-o", "m", "--target-key", "nope"], 1,
      "target_key 'nope' not found"),
+    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--relabel", "1", "--no-transform"], 1,
+     "--relabel: recomputes the partition from the learned map, got --no-transform; use "
+     "--relabel 0 or drop --no-transform"),
+    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--relabel", "1", "--assign", "objective"], 1,
+     "--relabel: changes the partition of --assign graph only, got --assign objective; use "
+     "--relabel 0 or --assign graph"),
+    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--prototypes", "--assign", "paper"], 1,
+     "--prototypes: changes the partition of --assign graph only"),
+    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--relabel", "-1"], 2,
+     "argument --relabel: must be >= 0"),
 ])
 def test_errors_are_one_line(blobs, capsys, monkeypatch, args, code, message):
     monkeypatch.chdir(blobs)
@@ -314,6 +324,19 @@ def test_errors_are_one_line(blobs, capsys, monkeypatch, args, code, message):
     lines = [ln for ln in err.strip().splitlines() if not ln.startswith(("fitting on", "read "))]
     assert len(lines) == 1 and message in lines[0], err
     assert lines[0].startswith((f"ntnumba {args[0]}: error: ", "ntnumba: error: "))
+
+
+def test_fit_partition_flags_map_to_the_estimator():
+    """--relabel and --prototypes reach NTClustering; their defaults are the library's."""
+    base = ["fit", "d.npz", "-k", "3", "-o", "m"]
+    parse = cli.build_parser().parse_args
+    default = cli._model_from_args(parse(base), verbose=0).get_params()
+    lib = ntnumba.NTClustering(3).get_params()
+    assert (default["relabel"], default["prototypes"]) == (lib["relabel"], lib["prototypes"])
+    got = cli._model_from_args(parse(base + ["--relabel", "2", "--prototypes", "--max-iter",
+                                             "3"]), verbose=0).get_params()
+    assert (got["relabel"], got["prototypes"], got["max_iter"]) == (2, True, 3)
+    assert got["learn_transform"] and got["assign"] == "graph"
 
 
 def test_traceback_option_reraises(blobs, monkeypatch):

@@ -84,8 +84,37 @@ def test_relabel_needs_a_following_iteration_and_a_learned_map():
     # max_iter=1: nothing would fit the new partition, so it is not computed
     a = NTClustering(3, n_components=60, relabel=1, max_iter=1, random_state=0).fit(X)
     np.testing.assert_array_equal(a.labels_, a.initial_labels_)
-    b = NTClustering(3, relabel=1, max_iter=2, learn_transform=False, random_state=0).fit(X)
-    np.testing.assert_array_equal(b.labels_, b.initial_labels_)
+    # without a learned map there is nothing to recompute the partition from: an error naming
+    # both arguments and the fix (it was ignored), at fit and partial_fit
+    b = NTClustering(3, relabel=1, max_iter=2, learn_transform=False, random_state=0)
+    for fit in (b.fit, b.partial_fit):
+        with pytest.raises(ValueError, match=r"relabel: .*learn_transform=False; use "
+                                             r"relabel=0 or learn_transform=True"):
+            fit(X)
+    NTClustering(3, max_iter=2, learn_transform=False, random_state=0).fit(X)  # relabel=0
+
+
+@pytest.mark.parametrize("n_wrong", [0, 18])
+def test_relabel_verbose_line_says_whether_the_partition_changed(n_wrong):
+    """With the right partition the partition of the learned map is not kept: the line says
+    "partition kept" (it said "new partition: 0 samples moved"); a wrong one is replaced."""
+    import io
+
+    X, _, wrong = _planted(0, n_wrong=n_wrong)
+    p = _driver.Params(3, 60, rule="graph", init="graph", relabel=1, max_iter=2)
+    rng = np.random.RandomState(0)
+    state = replace(_driver.initialise(X, p, rng), labels=wrong.copy())
+    buf = io.StringIO()
+    out = _driver.run(X, state, p, rng, verbose=1, stream=buf)
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 2 and lines[1].startswith("iteration    2 ")
+    moved = int(np.count_nonzero(out.labels != wrong))
+    assert (moved > 0) == (n_wrong > 0)
+    if moved:
+        assert lines[1].endswith(f"  new partition: {moved} samples moved")
+    else:
+        assert lines[1].endswith("  partition kept")
+    assert "partition" not in lines[0]
 
 
 def test_relabel_rejects_bad_values():
