@@ -697,6 +697,28 @@ def _null_count(s, anchor):
     return int(np.count_nonzero(s <= _NULL * s[0]))
 
 
+#: :func:`_polar_gram` only when the singular values are within this factor of each other
+_POLAR_COND = 1e2
+
+
+def _polar_gram(Z):
+    """The polar factor ``Z (Z^T Z)^(-1/2)`` (= ``U W^T`` of the thin SVD ``Z = U S W^T``) from
+    the k x k Gram matrix, or None when ``Z`` is not well conditioned.
+
+    With the singular values within ``_POLAR_COND`` of each other the result is orthonormal to
+    ~eps _POLAR_COND^2 and agrees with the SVD's to that order; an M x k SVD costs ~5x the Gram
+    and its eigendecomposition (M = 2100, k = 176). Otherwise the caller takes the SVD (it also
+    completes a rank-deficient ``Z``).
+    """
+    if Z.shape[1] == 0:
+        return None
+    with _serial_lapack():
+        w, W = np.linalg.eigh(Z.T @ Z)
+    if not w[0] > w[-1] / _POLAR_COND ** 2:
+        return None
+    return _matmul(Z, (W / np.sqrt(w)) @ W.T)
+
+
 def _anchored_null(anchor, V0, C0, project, lambda2, lambda3, lambda4, rng):
     """The exact step's action on the null space ``V0`` (N x k) of ``B``, taken from the anchor.
 
@@ -723,7 +745,10 @@ def _anchored_null(anchor, V0, C0, project, lambda2, lambda3, lambda4, rng):
         c0, Wc = np.linalg.eigh(0.5 * (C0 + C0.T))
         sp0 = transform_singular_values(np.zeros(k), c0, lambda2, lambda3, lambda4)
         D = (Wc * sp0) @ Wc.T
-    Z = project(project(anchor @ (V0 @ D)))
+    Z = project(project(_matmul(anchor, V0 @ D)))
+    P = _polar_gram(Z)
+    if P is not None:
+        return P, D, sp0
     Uz, sz, Wzt = _svd(Z, full_matrices=False)
     good = sz > 1e-8 * sz[0] if sz.size and sz[0] > 0 else np.zeros(k, dtype=bool)
     if not np.all(good):
@@ -750,18 +775,9 @@ def _form_q(qf, tau):
     return Q
 
 
-def _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored=False,
-                    anchor=None):
-    """The exact step through ``B = Qb R`` (Householder) and the SVD of the N x N ``R``.
-
-    ``U = Qb Ur`` is orthonormal to rounding in every direction, also where ``B`` is
-    rank-deficient (there the Householder completion is one of the equally optimal choices;
-    with ``anchor``, the null space of ``B`` is completed by :func:`_anchored_null` instead,
-    and ``Qb`` is rotated in its last columns to hold that completion).
-    Cost at M = 2100, N = 500 (one thread): QR ~0.05 s, SVD of R ~0.04 s, one M x N x N product.
-    ``factored``: return ``(Qb, R, K, s')`` with ``A = Qb K`` and ``R = Qb^T B`` instead (no
-    M x N x N product).
-    """
+def _qr_factors(B):
+    """``(Qb, R, Ur, s, Vt)``: the Householder QR ``B = Qb R`` (M x N, ``Qb`` formed) and the
+    SVD ``R = Ur diag(s) Vt`` (``s`` descending: the singular values of ``B``)."""
     N = B.shape[1]
     with _serial_lapack():
         # scipy's Householder QR (geqrf): ~30% faster than numpy.linalg.qr here; Qb is formed
@@ -771,6 +787,23 @@ def _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored
         future = _background(_form_q, qf, tau)
         Ur, s, Vt = _svd(R)
         Qb = future.result()
+    return Qb, R, Ur, s, Vt
+
+
+def _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored=False,
+                    anchor=None, factors=None):
+    """The exact step through ``B = Qb R`` (Householder) and the SVD of the N x N ``R``.
+
+    ``U = Qb Ur`` is orthonormal to rounding in every direction, also where ``B`` is
+    rank-deficient (there the Householder completion is one of the equally optimal choices;
+    with ``anchor``, the null space of ``B`` is completed by :func:`_anchored_null` instead,
+    and ``Qb`` is rotated in its last columns to hold that completion).
+    Cost at M = 2100, N = 500 (one thread): QR ~0.05 s, SVD of R ~0.04 s, one M x N x N product.
+    ``factored``: return ``(Qb, R, K, s')`` with ``A = Qb K`` and ``R = Qb^T B`` instead (no
+    M x N x N product). ``factors``: :func:`_qr_factors` of ``B`` when already computed.
+    """
+    N = B.shape[1]
+    Qb, R, Ur, s, Vt = _qr_factors(B) if factors is None else factors
     k = _null_count(s, anchor)
     if k == 0:
         sp = transform_singular_values(s, curvature(Vt.T), lambda2, lambda3, lambda4)
@@ -780,7 +813,7 @@ def _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored
         Ur_r, Ur_0, Vt_r, V0 = Ur[:, :r], Ur[:, r:], Vt[:r], Vt[r:].T
 
         def project(Y):  # Y - U_r U_r^T Y with U_r = Qb Ur_r
-            return Y - _matmul(Qb, Ur_r @ (Ur_r.T @ (Qb.T @ Y)))
+            return Y - _matmul(Qb, Ur_r @ (Ur_r.T @ _matmul(Qb.T, Y)))
 
         P, D, sp0 = _anchored_null(anchor, V0, curvature(V0, full=True), project, lambda2,
                                    lambda3, lambda4, np.random.default_rng(0))
@@ -790,8 +823,9 @@ def _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored
         K += Ur_0 @ (D @ Vt[r:])
         # the basis [Qb Ur_r, P] Ur^T = Qb + (P - Qb Ur_0) Ur_0^T (orthonormal, holds A) and the
         # target in it, R' = Qb'^T B = R + Ur_0 (P^T B - Ur_0^T R)
-        R = R + Ur_0 @ (P.T @ B - Ur_0.T @ R)
-        update = Ur_0 @ (P - Qb @ Ur_0).T   # N x M: its transpose has Qb's (Fortran) order
+        R = R + Ur_0 @ (_matmul(B.T, P).T - Ur_0.T @ R)
+        update = _matmul(Ur_0, (P - _matmul(Qb, Ur_0)).T)  # N x M: its transpose has Qb's
+        # (Fortran) order
         Qb += update.T
     if factored:
         return Qb, R, K, sp
@@ -821,8 +855,11 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
     ``route``: "auto" (the QR route when more than ``_QR_WEAK_SHARE`` of the directions are
     weak, decided from the eigenvalues of ``B^T B`` alone, else the Gram route), "gram" (the
     same choice made after the Gram route's eigendecomposition: no separate eigenvalue pass,
-    for callers that expect the Gram route) or "qr" (the QR route directly). ``info`` (a
-    dict): receives the route taken under "route".
+    for callers that expect the Gram route), "qr_first" (the same choice made from the QR
+    route's singular values: no ``B^T B`` product or eigenvalue pass, for callers that expect
+    the QR route) or "qr" (the QR route directly). The three choosing routes take the same
+    route up to rounding at the threshold. ``info`` (a dict): receives the route taken under
+    "route".
 
     ``anchor`` (M x N, optional): where ``B`` has a null space (singular values below
     ``_NULL * s_max``) the minimiser is not unique; with an anchor its action there is the one
@@ -839,11 +876,15 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
             return Vx.T @ _matmul(gram, Vx)
         return np.einsum("ij,ij->j", Vx, _matmul(gram, Vx))
 
-    if route == "qr":
-        if info is not None:
-            info["route"] = "qr"
-        return _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored,
-                               anchor)
+    if route in ("qr", "qr_first"):
+        factors = _qr_factors(B)
+        if route == "qr" or _many_weak(factors[3], N):
+            if info is not None:
+                info["route"] = "qr"
+            return _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv,
+                                   factored, anchor, factors)
+        factors = None  # few weak directions: the Gram route after all
+        route = "gram"
     S = B.T @ B
     if route == "auto":
         # the eigenvalues first (a third of the eigendecomposition's cost): the QR route,
@@ -980,11 +1021,12 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
 
     candidates = []
     if init in ("best", "closed_form") or A_start is None:
-        # the route that the start took last time (same kind of data: image data needs the
-        # QR route, and knowing it saves the Gram and eigh of the "auto" route)
+        # the route that the start took last time (same kind of data), at first the QR route
+        # (image data, whose Ybar^T X has many weak directions, need it) with the choice made
+        # from its singular values: no B0^T B0 product and eigenvalue pass of the "auto" route
         info = {}
         Qb, R, K, sv = _closed_form(B0, None, lambda2, lambda3, lambda4, gram=G,
-                                    return_sv=True, route=ws.get("start_route", "auto"),
+                                    return_sv=True, route=ws.get("start_route", "qr_first"),
                                     info=info, factored=True, anchor=A_start)
         ws["start_route"] = info["route"]
         Bx = B0 if Qb is None else R  # the target in the space of K
@@ -993,12 +1035,17 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
         f_cf = 0.5 * aga - float(np.vdot(Bx, K)) + half_t + regulariser(K, sv)
         candidates.append((f_cf, 0, K, KG, aga, sv, Qb, Bx))
     if A_start is not None and init in ("best", "current"):
+        AG_st = None  # formed below only if this start wins
         if ws.get("A") is A_start and ws.get("G") is G:
-            AG_st, aga, sv_st = None, ws["AGA"], ws["sv"]
+            aga, sv_st = ws["AGA"], ws["sv"]
+            reg = regulariser(A_start, sv_st)
         else:
-            AG_st, sv_st = _matmul(A_start, G), None
-            aga = float(np.vdot(AG_st, A_start))
-        f_st = 0.5 * aga - float(np.vdot(B0, A_start)) + half_t + regulariser(A_start, sv_st)
+            # <A G, A> = <A^T A, G>: one N x N Gram serves the data term and the regulariser
+            S_st = A_start.T @ A_start
+            aga = float(np.vdot(S_st, G))
+            reg = _regulariser(S_st, M, lambda2, lambda3, lambda4)
+            S_st = sv_st = None
+        f_st = 0.5 * aga - float(np.vdot(B0, A_start)) + half_t + reg
         candidates.append((f_st, 1, A_start, AG_st, aga, sv_st, None, B0))
     f, _, A, AG, aga, sv, basis, Bx = min(candidates, key=lambda item: item[:2])
     candidates = K = KG = AG_st = Qb = R = None  # the losing start's arrays can go
@@ -1031,8 +1078,10 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
         B += Bx
         B -= ZG  # B = Bx - Z (G - c I): the surrogate of f at Z
         info = {}
+        # at first the Gram route with the choice made after its eigendecomposition (the MM
+        # step's target has few weak directions: no separate eigenvalue pass)
         A_new, sv = _closed_form(B, c, lambda2, lambda3, lambda4, return_sv=True, anchor=Z,
-                                 route=ws.get("step_route", "auto"), info=info)
+                                 route=ws.get("step_route", "gram"), info=info)
         ws["step_route"] = info["route"]
         B = None
         AG_new = _matmul(A_new, G)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import naive_transform as nv
 from ntnumba import NTClustering
+from ntnumba import _transform
 from ntnumba._transform import _closed_form
 
 from test_stream import _blobs
@@ -138,6 +139,9 @@ def test_anchored_completion_survives_gesdd_failure(monkeypatch, route, curv):
     _gesdd_fails.calls = 0
     with monkeypatch.context() as m:
         m.setattr(np.linalg, "svd", _gesdd_fails)
+        # the completion's polar factor through its SVD (a well-conditioned Z, as here, takes
+        # the Gram route of _polar_gram otherwise)
+        m.setattr(_transform, "_POLAR_COND", 1.0)
         A = _closed_form(B, 2.0, *LAMS, gram=gram, route=route, anchor=anchor)
     # the QR route: the SVDs of R and of the completion's Z; "auto" takes the Gram route at
     # this size, with the completion's only

@@ -235,6 +235,59 @@ def test_closed_form_route_from_the_eigenvalues_alone():
             np.testing.assert_array_equal(a, b)
 
 
+def test_closed_form_route_from_the_qr_singular_values():
+    """route="qr_first" (the closed-form start's first route) factors B by QR and picks the
+    route from R's singular values: the same route and the same bits as "qr" for a B with
+    many weak directions, as "gram" for one with few (the QR discarded)."""
+    rng = np.random.default_rng(41)
+    M, N = 60, 24
+    U, _ = np.linalg.qr(rng.standard_normal((M, N)))
+    V, _ = np.linalg.qr(rng.standard_normal((N, N)))
+    Xg = rng.standard_normal((3 * N, N))
+    lams = (16.0, 16.0, 16.0)
+    for B, want in (((U * np.logspace(3, -9, N)) @ V.T, "qr"),
+                    (rng.standard_normal((M, N)), "gram")):
+        for c, kw in ((1.0, {}), (None, dict(gram=Xg.T @ Xg))):
+            info, info_ref = {}, {}
+            got = _closed_form(B, c, *lams, route="qr_first", info=info, return_sv=True, **kw)
+            ref = _closed_form(B, c, *lams, route=want, info=info_ref, return_sv=True, **kw)
+            assert info["route"] == info_ref["route"] == want
+            for a, b in zip(got, ref):
+                np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("cond", [1.0, 3.0, 90.0])
+def test_polar_factor_from_the_gram_matches_the_svd(cond):
+    # the polar factor U W^T of a well-conditioned M x k matrix (the null-space completion's Z)
+    rng = np.random.default_rng(42)
+    M, k = 50, 9
+    U, _ = np.linalg.qr(rng.standard_normal((M, k)))
+    W, _ = np.linalg.qr(rng.standard_normal((k, k)))
+    Z = (U * np.geomspace(2.0, 2.0 / cond, k)) @ W.T
+    P = _transform._polar_gram(Z)
+    Uz, _, Wzt = np.linalg.svd(Z, full_matrices=False)
+    np.testing.assert_allclose(P, Uz @ Wzt, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(P.T @ P, np.eye(k), rtol=0, atol=1e-11)
+
+
+def test_polar_factor_from_the_gram_declines_ill_conditioned():
+    rng = np.random.default_rng(43)
+    U, _ = np.linalg.qr(rng.standard_normal((50, 6)))
+    for sv in (np.geomspace(1.0, 1e-3, 6), np.r_[np.ones(5), 0.0]):
+        assert _transform._polar_gram(U * sv) is None
+    assert _transform._polar_gram(np.zeros((50, 0))) is None
+
+
+def test_current_start_objective_from_its_gram():
+    # without a workspace the current A's objective comes from A^T A alone (<A G, A> as
+    # <A^T A, G>): history[0] of init="current" is f(A) of the reference formula
+    X, Ybar, A0 = _problem(44, n=40, N=5, M=8)
+    for lams in LAMS:
+        _, hist = update_transform(X, Ybar, A0, **_lam_kw(lams), n_steps=0, init="current",
+                                   return_history=True)
+        np.testing.assert_allclose(hist[0], nv.objective(A0, X, Ybar, *lams), rtol=1e-12)
+
+
 @pytest.mark.parametrize("rank", [0, 2])
 def test_closed_form_qr_route_rank_deficient(rank):
     rng = np.random.default_rng(rank)
