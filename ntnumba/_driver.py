@@ -610,7 +610,7 @@ def _vote(src, rows, Xref, lab_ref, graph, p):
     args = [None] * len(src.bounds)
     for b, local, _, _ in parts:
         args[b] = (local,)
-    res = src.map(P.pass_vote, args, (p, space, Xref, rows_ref, lab_ref),
+    res = src.map(P.pass_vote, args, (p, space, P.RowIndex(Xref), rows_ref, lab_ref),
                   blocks=[b for b, *_ in parts])
     return np.concatenate(res) if res else np.empty(0, dtype=np.int64)
 

@@ -62,15 +62,18 @@ def set_training_scores(est, labels, outlier_scores, proba):
         est.reject_threshold_ = _tukey_fence(outlier_scores)
 
 
-def _pass_soft_scores(Xk, carry, match_k, est):
+def _pass_soft_scores(Xk, carry, match_k, est, index):
     """Pass over a block of training rows: ``est._soft_scores`` (``match_k``: the reference
     row of each row, see ``NTClustering._graph_vote``; a row outside the reference sample
-    that equals a reference row is matched to it, as in ``predict``)."""
-    if match_k is not None:
-        match_k = np.array(match_k, dtype=np.int64)
+    that equals a reference row is matched to it, as in ``predict``, by ``index``, the
+    :class:`ntnumba._passes.RowIndex` of the reference rows ``est._fit_X``; None: every row
+    is matched already, or the rule votes with no reference set)."""
+    if index is not None:
+        match_k = (np.full(Xk.shape[0], -1, dtype=np.int64) if match_k is None
+                   else np.array(match_k, dtype=np.int64))
         out = np.flatnonzero(match_k < 0)
         if out.size:
-            match_k[out] = _passes.row_matches(np.ascontiguousarray(Xk[out]), est._fit_X)
+            match_k[out] = _passes.row_matches(np.ascontiguousarray(Xk[out]), index)
     return est._soft_scores(Xk, match=match_k)
 
 
@@ -814,9 +817,12 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             else:
                 match = np.full(src.n, -1, dtype=np.int64)
                 match[rows] = np.arange(n_ref)
+        index = None  # the reference rows sorted once for all blocks (rows not matched yet)
+        if attrs["_p"].rule == "graph" and (match is None or np.any(match < 0)):
+            index = _passes.RowIndex(attrs["_fit_X"])
         args = [(None if match is None else match[s:e],) for s, e in src.bounds]
         with _driver.blas_context():
-            res = src.map(_pass_soft_scores, args, (tmp,))
+            res = src.map(_pass_soft_scores, args, (tmp, index))
             set_training_scores(tmp, attrs["labels_"], np.concatenate([r[0] for r in res]),
                                 np.concatenate([r[1] for r in res]))
             if attrs["_p"].rule == "graph" and not ref_in_src:  # partial_fit, later chunks

@@ -215,19 +215,47 @@ def space_rows(X, space):
     return _graph.graph_rows(X, mean, V, offset, w)
 
 
-def row_matches(X, ref):
-    """Index of the row of ``ref`` equal (byte for byte) to each row of ``X``, -1 if none."""
-    out = np.full(X.shape[0], -1, dtype=np.int64)
-    if X.dtype != ref.dtype or X.shape[1] != ref.shape[1] or ref.shape[0] == 0:
+class RowIndex:
+    """The rows of ``ref`` sorted byte for byte, once, for :func:`row_matches` of many blocks.
+
+    Holds the sorted rows (a copy of ``ref`` as one opaque key per row) and their order; a
+    fit or a prediction makes one and searches it with every block (sorting 20,000 x 784
+    reference rows took 0.12 s, once per block before).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._passes import RowIndex, row_matches
+    >>> index = RowIndex(np.array([[1.0, 2.0], [0.0, 1.0]]))
+    >>> row_matches(np.array([[0.0, 1.0], [5.0, 5.0]]), index).tolist()
+    [1, -1]
+    """
+
+    def __init__(self, ref):
+        ref = np.ascontiguousarray(ref)
+        self.dtype, self.shape = ref.dtype, ref.shape
+        self.row = np.dtype((np.void, ref.dtype.itemsize * max(ref.shape[1], 1)))
+        r = ref.view(self.row).ravel() if ref.size else np.empty(0, self.row)
+        self.order = np.argsort(r, kind="stable")
+        self.keys = r[self.order]
+
+    def matches(self, X):
+        """:func:`row_matches` of ``X`` against the indexed rows."""
+        out = np.full(X.shape[0], -1, dtype=np.int64)
+        if X.dtype != self.dtype or X.shape[1] != self.shape[1] or self.shape[0] == 0:
+            return out
+        q = np.ascontiguousarray(X).view(self.row).ravel()
+        pos = np.minimum(np.searchsorted(self.keys, q), self.keys.size - 1)
+        hit = self.keys[pos] == q
+        out[hit] = self.order[pos[hit]]
         return out
-    row = np.dtype((np.void, ref.dtype.itemsize * ref.shape[1]))
-    r = np.ascontiguousarray(ref).view(row).ravel()
-    q = np.ascontiguousarray(X).view(row).ravel()
-    order = np.argsort(r, kind="stable")
-    pos = np.minimum(np.searchsorted(r[order], q), r.size - 1)
-    hit = r[order][pos] == q
-    out[hit] = order[pos[hit]]
-    return out
+
+
+def row_matches(X, ref):
+    """Index of the row of ``ref`` equal (byte for byte) to each row of ``X``, -1 if none
+    (the first such row when ``ref`` repeats it). ``ref``: the rows, or their
+    :class:`RowIndex` (sorted once for many calls)."""
+    return (ref if isinstance(ref, RowIndex) else RowIndex(ref)).matches(X)
 
 
 def graph_vote(X, space, rows_ref, labels_ref, p, *, match=None, return_votes=False):
@@ -265,6 +293,7 @@ def graph_vote(X, space, rows_ref, labels_ref, p, *, match=None, return_votes=Fa
 
 def pass_vote(Xk, carry, rows, p, space, Xref, rows_ref, labels_ref):
     """Graph rule: labels of the rows ``rows`` of the block by the vote of ``predict``
-    (:func:`graph_vote`; a row equal to a reference row of ``Xref`` takes its label)."""
+    (:func:`graph_vote`; a row equal to a reference row takes its label). ``Xref``: the
+    reference rows or their :class:`RowIndex`, made once for all blocks."""
     X = np.ascontiguousarray(Xk[rows])
     return graph_vote(X, space, rows_ref, labels_ref, p, match=row_matches(X, Xref))[0]

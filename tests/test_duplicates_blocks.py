@@ -112,3 +112,72 @@ def test_copies_of_reference_rows_take_their_scores(monkeypatch, chunk_size):
     np.testing.assert_array_equal(m.probabilities_[orig + 150], m.probabilities_[orig])
     proba = m.predict_proba(X[orig + 150])[np.arange(orig.size), m.labels_[orig + 150]]
     np.testing.assert_allclose(m.probabilities_[orig + 150], proba, rtol=0, atol=1e-12)
+
+
+def test_row_index_matches_the_obvious_search():
+    """:class:`ntnumba._passes.RowIndex`, sorted once and searched by several blocks, finds
+    the first reference row equal byte for byte (a row repeated in the reference, -0.0 against
+    0.0, another dtype or width: no match)."""
+    import naive_graph
+
+    from ntnumba import _passes
+
+    rng = np.random.default_rng(4)
+    ref = rng.integers(-2, 3, (40, 3)).astype(np.float64)   # many equal rows
+    ref[5] = [0.0, 1.0, -0.0]
+    index = _passes.RowIndex(ref)
+    X = np.r_[ref[::-1], rng.integers(-3, 4, (30, 3)).astype(np.float64),
+              [[0.0, 1.0, 0.0], [-0.0, 1.0, -0.0], [0.0, 1.0, -0.0]]]
+    want = naive_graph.row_matches(X, ref)
+    assert np.any(want >= 0) and np.any(want < 0) and np.any(want[:40] != np.arange(39, -1, -1))
+    for block in np.array_split(np.arange(X.shape[0]), 4):
+        want = naive_graph.row_matches(X[block], ref)
+        np.testing.assert_array_equal(_passes.row_matches(X[block], index), want)
+        np.testing.assert_array_equal(_passes.row_matches(X[block], ref), want)
+    for other in (X.astype(np.float32), X[:, :2]):
+        assert np.all(_passes.row_matches(other, index) == -1)
+    assert np.all(_passes.row_matches(X, ref[:0]) == -1)
+
+
+@pytest.mark.parametrize("chunk_size", [30, None])
+def test_vote_sorts_the_reference_rows_once(monkeypatch, chunk_size):
+    """The fit's vote and training-score passes sort the reference rows once each, not once per
+    block, and the fit is the fit of the obvious row search (bit for bit: labels, scores,
+    predict) on data with exact copies of reference rows."""
+    import naive_graph
+
+    from ntnumba import _passes
+
+    monkeypatch.setattr(_driver, "REFERENCE_SIZE", 60)
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), 50)
+    X = 0.7 * rng.standard_normal((3, 8))[y] + rng.standard_normal((150, 8))
+    X = np.r_[X, X[:60]]  # rows 150..209 repeat rows 0..59
+
+    class Counted(_passes.RowIndex):
+        made = 0
+
+        def __init__(self, ref):
+            Counted.made += 1
+            super().__init__(ref)
+
+    class Obvious:
+        def __init__(self, ref):
+            self.ref = np.array(ref)
+
+        def matches(self, X):
+            return naive_graph.row_matches(X, self.ref)
+
+    fits = {}
+    for name, cls in (("index", Counted), ("obvious", Obvious)):
+        with monkeypatch.context() as m:
+            m.setattr(_passes, "RowIndex", cls)
+            fits[name] = NTClustering(3, n_components=24, random_state=0).fit(
+                X, chunk_size=chunk_size)
+            if name == "index":
+                assert Counted.made == 2       # the vote, then the training scores
+            fits[name].predicted = fits[name].predict(X)
+    a, b = fits["index"], fits["obvious"]
+    for attr in ("labels_", "outlier_scores_", "probabilities_", "predicted"):
+        np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr), err_msg=attr)
+    np.testing.assert_array_equal(a.labels_[150:], a.labels_[:60])
