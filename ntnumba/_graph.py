@@ -60,10 +60,11 @@ from contextlib import contextmanager
 import numpy as np
 from numba import get_num_threads, njit, set_num_threads
 from scipy import sparse
-from scipy.linalg import eigh, qr, svd
+from scipy.linalg import eigh, qr
 from scipy.sparse.linalg import eigsh
 
 from . import _parallel
+from ._linalg import svd
 from ._parallel import run_blocks, run_ranges
 from ._quartic import CACHE
 
@@ -743,7 +744,7 @@ def cluster_qr(maps):
     """Partition from a spectral embedding by column-pivoted QR (Damle, Minden & Ying 2019)."""
     C = maps.shape[1]
     _, _, piv = qr(maps.T, pivoting=True)
-    ut, _, v = svd(maps[piv[:C], :].T)
+    ut, _, v = svd(maps[piv[:C], :].T, lapack="scipy")
     return np.abs(maps @ (ut @ v.conj())).argmax(axis=1).astype(np.int64)
 
 

@@ -13,6 +13,8 @@ decided by the exact limit at zero for every candidate.
 """
 import numpy as np
 
+from ._linalg import svd
+
 _MAX_SI = 50
 
 
@@ -333,7 +335,7 @@ def _singular_values(s, c, lambda2, lambda3, lambda4):
 
 
 def _regulariser(A, lambda2, lambda3, lambda4):
-    sv = np.linalg.svd(A, compute_uv=False)
+    sv = svd(A, compute_uv=False)
     s2 = sv * sv
     return (0.5 * lambda2 * s2.sum() + 0.5 * lambda3 * (np.sum((s2 - 1) ** 2) + A.shape[0]
                                                         - A.shape[1])
@@ -352,7 +354,7 @@ def update_transform_reference(X, Ybar, A, *, lambda2=16.0, lambda3=16.0, lambda
     X = np.asarray(X, dtype=np.float64)
     G = X.T @ X
     B0 = Ybar.T @ X
-    U, s, Vt = np.linalg.svd(B0, full_matrices=False)
+    U, s, Vt = svd(B0, full_matrices=False)
     ci = np.einsum("ij,jk,ik->i", Vt, G, Vt)
     A_cf = (U * _singular_values(s, ci, lambda2, lambda3, lambda4)) @ Vt
     f_cf = _f3(A_cf, X, Ybar, lambda2, lambda3, lambda4)
@@ -360,7 +362,7 @@ def update_transform_reference(X, Ybar, A, *, lambda2=16.0, lambda3=16.0, lambda
     A, f = (A_cf, f_cf) if f_cf < f_A else (np.asarray(A, dtype=np.float64), f_A)
     c = np.linalg.eigvalsh(G)[-1] * (1.0 + 1e-10)
     for _ in range(n_steps):
-        U, s, Vt = np.linalg.svd(B0 - A @ (G - c * np.eye(G.shape[0])), full_matrices=False)
+        U, s, Vt = svd(B0 - A @ (G - c * np.eye(G.shape[0])), full_matrices=False)
         A_new = (U * _singular_values(s, c, lambda2, lambda3, lambda4)) @ Vt
         f_new = _f3(A_new, X, Ybar, lambda2, lambda3, lambda4)
         if not f_new <= f:

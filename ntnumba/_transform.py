@@ -76,10 +76,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import qr as scipy_qr
 from scipy.linalg import solve_triangular
-from scipy.linalg import svd as scipy_svd
 from scipy.linalg.lapack import dorgqr as _dorgqr
 from sklearn.utils import check_random_state
 
+from ._linalg import svd as _svd  # gesdd, gesvd where gesdd does not converge
 from ._parallel import background as _background
 from ._parallel import blas_limit as _blas_limit
 from ._parallel import matmul as _matmul
@@ -95,26 +95,6 @@ def _serial_lapack():
     products keep every thread.
     """
     return _blas_limit(1)
-
-
-def _svd(A, full_matrices=True):
-    """SVD of ``A``: LAPACK gesdd (``numpy.linalg.svd``), gesvd where gesdd does not converge.
-
-    gesdd's divide and conquer can report non-convergence on a finite, well-conditioned matrix
-    whose singular values form a tight cluster (seen with single-threaded OpenBLAS 0.3.30 and
-    0.3.31 on a 2100 x 376 matrix with singular values in [1.256, 1.281], 176 of them equal to
-    1e-13, in the null-space completion of a fit on orl-20). gesvd (QR iteration) is slower but
-    converges there; it factors the same matrix, so the products the callers form from the
-    factors (the polar factor, ``U diag(f(s)) V^T``) agree with gesdd's to rounding. Non-finite
-    input still raises.
-    """
-    try:
-        return np.linalg.svd(A, full_matrices=full_matrices)
-    except np.linalg.LinAlgError:
-        if not np.all(np.isfinite(A)):
-            raise
-        return scipy_svd(A, full_matrices=full_matrices, lapack_driver="gesvd",
-                         check_finite=False)
 
 
 __all__ = [
