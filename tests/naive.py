@@ -69,7 +69,8 @@ def limit_at_zero(q, tau, nu, lam0, lam1):
             + lam0 * sigma(y, tau))
     if not np.any(v > 0):
         return np.inf
-    return base + lam0 * float(np.min(g[v > 0] / v[v > 0]))
+    with np.errstate(over="ignore"):   # g / v beyond float64 (a tiny v): the limit is inf
+        return base + lam0 * float(np.min(g[v > 0] / v[v > 0]))
 
 
 def candidate_enum(q, tau, nu, lam0, lam1):
@@ -79,6 +80,14 @@ def candidate_enum(q, tau, nu, lam0, lam1):
     roots h of P(h) (numpy.roots) and r = (h^2 - Vq h + lam0 Vg) / (lam0 Vv). F is evaluated
     directly at each. Returns (y, value); value = +inf (y = 0) when no stationary point is below
     the limit at zero. Exponential in M: keep M <= 10.
+
+    The ratio term lam0 (g.a) / (v.a) is unchanged when g and v are divided by one factor: on
+    each support they are divided by the power of two just above max v_S (exactly), so that
+    the sums (Vv = sum v^2 / k, ...) stay in range when v is tiny (v of 1e-160 or subnormal:
+    Vv underflowed to 0 and every support was skipped, so the minimum was "inf"). A support
+    whose coefficients still overflow (g_j / max v_S > ~1e150 for some j) is skipped: there
+    g_j a_j <= (F / lam0) v.a <= (F / lam0) max v_S sum a_S, so F < lam0 1e140 only where a_j
+    is below 1e-10 of sum a_S, i.e. near the smaller support.
     """
     q = np.asarray(q, float)
     M = q.size
@@ -88,16 +97,19 @@ def candidate_enum(q, tau, nu, lam0, lam1):
     for size in range(1, len(idx) + 1):
         for S in itertools.combinations(idx, size):
             S = np.array(S)
-            bs, gs, vs, ks = b[S], g[S], v[S], k[S]
-            Vq = np.sum(vs * bs / ks)
-            Vg = np.sum(vs * gs / ks)
-            Vv = np.sum(vs * vs / ks)
-            Gq = np.sum(gs * bs / ks)
-            Gg = np.sum(gs * gs / ks)
-            if Vv <= 0:
+            scale = np.ldexp(1.0, np.frexp(np.max(v[S]))[1])   # 2^e > max v_S (1 when 0)
+            with np.errstate(over="ignore", invalid="ignore"):
+                bs, gs, vs, ks = b[S], g[S] / scale, v[S] / scale, k[S]
+                Vq = np.sum(vs * bs / ks)
+                Vg = np.sum(vs * gs / ks)
+                Vv = np.sum(vs * vs / ks)
+                Gq = np.sum(gs * bs / ks)
+                Gg = np.sum(gs * gs / ks)
+                coeffs = [1.0, -Vq, 0.0, lam0 * (Vg * Vq - Vv * Gq),
+                          lam0 ** 2 * (Vv * Gg - Vg ** 2)]
+            if Vv <= 0 or not np.all(np.isfinite(coeffs)):
                 continue
-            roots = np.roots([1.0, -Vq, 0.0, lam0 * (Vg * Vq - Vv * Gq),
-                              lam0 ** 2 * (Vv * Gg - Vg ** 2)])
+            roots = np.roots(coeffs)
             for h in roots:
                 if abs(h.imag) > 1e-9 * max(1.0, abs(h)) or h.real <= 0:
                     continue

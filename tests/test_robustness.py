@@ -324,6 +324,12 @@ def _candidate_case(draw):
 # 4.898594); SI+ from the plain soft-threshold support fails
 @example(case=(np.array([-1.046875, -1.046875, -1.75]), np.array([-0.0859375, -2.5, -3.3125]),
                np.array([0.0, -1.5, -2.875])), lam0=2.0)
+# nu of subnormal size with lambda0 > 0: the enumeration's sums underflowed and it skipped
+# every support, so this comparison never ran (test_enumeration_of_a_tiny_nu)
+@example(case=(np.array([1.0, 1.0]), np.array([0.0, 1.0]), np.array([2.22507386e-313] * 2)),
+         lam0=0.3)
+@example(case=(np.array([1.0, -2.0, 0.5]), np.array([1e-310, 0.0, 1.0]),
+               np.array([5e-310, -1e-170, 1.0])), lam0=0.3)
 def test_property_candidate_never_above_brute_force(case, lam0):
     q, tau, nu = case
     y, v = candidate_nt(q, tau, nu, lam0, 0.03, safeguard=True)
@@ -338,6 +344,32 @@ def test_property_candidate_never_above_brute_force(case, lam0):
         _, ref = naive.candidate_enum(q, tau, nu, lam0, 0.03)
         if np.isfinite(ref):
             assert v <= ref + 1e-7 * max(1.0, abs(ref))
+
+
+@pytest.mark.parametrize("q, tau, nu, lam0, best", [
+    # subnormal nu; the ratio term is 0 at soft thresholding off coordinate 1 (tau_1 > 0)
+    ([1.0, 1.0], [0.0, 1.0], [2.22507386e-313] * 2, 0.3, [0.97, 0.0]),
+    ([1.0, -2.0, 0.5], [0.0, 0.0, 1.0], [5e-320, -1e-200, 3e-310], 2.0, [0.97, -1.97, 0.0]),
+    # the ratio term is 5e-141 there
+    ([1.0, -2.0, 0.5], [1e-310, 0.0, 1.0], [5e-310, -1e-170, 1.0], 0.3, [0.97, -1.97, 0.0]),
+    ([1.0, 1.0], [1e-200, 2e-200], [3e-200, 1e-200], 0.3, None),   # nu^2 underflows
+])
+def test_enumeration_of_a_tiny_nu(q, tau, nu, lam0, best):
+    """The reference enumerates the supports of a tiny ``nu`` (it skipped them all: ``v^2``
+    underflowed, the minimum came out "inf" and the property test above skipped the case),
+    and the kernel reaches its minimum. ``best``: soft thresholding where the ratio term is
+    (about) 0, the minimiser of the other terms, so F's minimum."""
+    q, tau, nu = (np.array(a) for a in (q, tau, nu))
+    y_ref, ref = naive.candidate_enum(q, tau, nu, lam0, 0.03)
+    assert np.isfinite(ref)
+    assert ref == pytest.approx(naive.candidate_objective(y_ref, q, tau, nu, lam0, 0.03),
+                                rel=1e-12)
+    assert ref <= naive.candidate_lbfgs(q, tau, nu, lam0, 0.03) + 1e-9   # a local search
+    if best is not None:
+        assert ref == pytest.approx(naive.candidate_objective(np.array(best), q, tau, nu, lam0,
+                                                              0.03), rel=1e-12)
+    y, v = candidate_nt(q, tau, nu, lam0, 0.03, safeguard=True)
+    assert v == pytest.approx(ref, rel=1e-7)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
