@@ -8,7 +8,9 @@ other jobs on the machine), peak resident memory of the fit above the process's 
 before it (data loaded, libraries imported, the default fit's kernels compiled by a warm-up fit
 on a few rows; Linux ``VmHWM`` reset through ``/proc/self/clear_refs``), and quality against
 the generating labels (ARI, NMI). The table ends with the ratios of the default fit to each
-peer. The first-call compilation time of the default fit's kernels (a fresh
+peer. With ``--repeat R`` every method is fitted ``R`` times (fresh processes, the methods
+interleaved so that a change of the machine's load hits all of them), and the table and the
+ratios give the medians. The first-call compilation time of the default fit's kernels (a fresh
 process, first fit minus second fit on the same small data) is reported with ``--compile``.
 
 Data (structured, synthetic or augmented real; all generated here, nothing is downloaded):
@@ -182,10 +184,15 @@ def main(argv=None):
     ap.add_argument("--spectral-max", type=int, default=50000,
                     help="skip SpectralClustering above this many rows")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per fit")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="fits per method, each in a fresh process, the methods interleaved; "
+                         "the table and the ratios report the medians")
     ap.add_argument("--compile", action="store_true", help="also the first-call compile time")
     ap.add_argument("--json", help="write the raw results here")
     ap.add_argument("--verbose", type=int, default=0, help="the default fit's progress")
     args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error(f"--repeat: expected an integer >= 1, got {args.repeat}")
     from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
     print(f"load average at start: {os.getloadavg()}", flush=True)
@@ -202,19 +209,27 @@ def main(argv=None):
                 np.save(path, X)
                 mb = X.nbytes / 2 ** 20
                 row = {"data": kind, "n": n, "d": X.shape[1], "data_MB": mb, "fits": {}}
+                runs = {name: [] for name in methods}
+                for rep in range(args.repeat):  # the methods interleaved, one round per repeat
+                    for name in methods:
+                        if name == "SpectralClustering" and n > args.spectral_max:
+                            runs[name] = [{"error": f"skipped (n > {args.spectral_max})"}]
+                            continue
+                        res, labels = run_method(name, path, C, args.verbose, args.timeout)
+                        if labels is not None:
+                            res["ARI"] = float(adjusted_rand_score(y, labels))
+                            res["NMI"] = float(normalized_mutual_info_score(y, labels))
+                            res["peak_MB"] = (res["peak_kb"] - res["base_kb"]) / 1024
+                        runs[name].append(res)
+                        if args.repeat > 1:
+                            _print_fit(row, name, res, f"run {rep + 1}")
+                        if (labels is not None and rep == 0
+                                and name in ("ntnumba", "ntnumba-shuffled")):
+                            row.setdefault("_labels", {})[name] = labels
                 for name in methods:
-                    if name == "SpectralClustering" and n > args.spectral_max:
-                        row["fits"][name] = {"error": f"skipped (n > {args.spectral_max})"}
-                        continue
-                    res, labels = run_method(name, path, C, args.verbose, args.timeout)
-                    if labels is not None:
-                        res["ARI"] = float(adjusted_rand_score(y, labels))
-                        res["NMI"] = float(normalized_mutual_info_score(y, labels))
-                        res["peak_MB"] = (res["peak_kb"] - res["base_kb"]) / 1024
-                    row["fits"][name] = res
-                    _print_fit(row, name, res)
-                    if labels is not None and name in ("ntnumba", "ntnumba-shuffled"):
-                        row.setdefault("_labels", {})[name] = labels
+                    res = row["fits"][name] = median_fit(runs[name])
+                    _print_fit(row, name, res,
+                               f"median of {len(runs[name])}" if args.repeat > 1 else "")
                 lab = row.pop("_labels", {})
                 if len(lab) == 2:  # row-order independence
                     row["order_ARI"] = float(adjusted_rand_score(*lab.values()))
@@ -236,7 +251,35 @@ def main(argv=None):
     return out
 
 
-def _print_fit(row, name, res):
+def median_fit(runs):
+    """One method's result from its repeated fits: the medians of ``time``, ``cpu`` and
+    ``peak_MB``, the quality of the first fit, and every fit's time and processor time under
+    ``times`` and ``cpus``; the first error if any fit failed.
+
+    Examples
+    --------
+    >>> from ntnumba.bench_large import median_fit
+    >>> r = median_fit([{"time": 3.0, "cpu": 2.0, "peak_MB": 9.0, "ARI": 1.0},
+    ...                 {"time": 1.0, "cpu": 1.0, "peak_MB": 8.0, "ARI": 1.0},
+    ...                 {"time": 2.0, "cpu": 5.0, "peak_MB": 7.0, "ARI": 1.0}])
+    >>> r["time"], r["cpu"], r["peak_MB"], r["times"]
+    (2.0, 2.0, 8.0, [3.0, 1.0, 2.0])
+    """
+    for res in runs:
+        if "error" in res:
+            return dict(res)
+    out = dict(runs[0])
+    for key in ("time", "cpu", "peak_MB"):
+        vals = [res[key] for res in runs if key in res]
+        if vals:
+            out[key] = float(np.median(vals))
+    out["times"] = [res["time"] for res in runs]
+    out["cpus"] = [res.get("cpu", float("nan")) for res in runs]
+    out["repeat"] = len(runs)
+    return out
+
+
+def _print_fit(row, name, res, note=""):
     head = f"{row['data']:>9} n={row['n']:>8} d={row['d']:>5} {name:>18}"
     if "error" in res:
         print(f"{head}  {res['error']}", flush=True)
@@ -244,7 +287,7 @@ def _print_fit(row, name, res):
     print(f"{head}  time {res['time']:8.2f} s  cpu {res.get('cpu', float('nan')):7.2f} s  "
           f"peak {res['peak_MB']:8.0f} MB "
           f"({res['peak_MB'] / row['data_MB']:5.1f} x data)  ARI {res['ARI']:.3f}  "
-          f"NMI {res['NMI']:.3f}", flush=True)
+          f"NMI {res['NMI']:.3f}" + (f"  ({note})" if note else ""), flush=True)
 
 
 def _print_ratios(row):
