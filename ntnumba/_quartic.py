@@ -116,6 +116,12 @@ def _internal(**options):
 
 
 @_internal()
+def _cbrt(x):
+    """``np.cbrt`` in one place: numba compiles its implementation once per call site."""
+    return np.cbrt(x)
+
+
+@_internal()
 def _cubic_largest_real_root(a2, a1, a0):
     """Largest real root of ``m^3 + a2 m^2 + a1 m + a0`` (Cardano / trigonometric form).
 
@@ -131,8 +137,8 @@ def _cubic_largest_real_root(a2, a1, a0):
     disc = hq * hq + tp * tp * tp
     if disc > 0.0:
         sd = np.sqrt(disc)
-        u = np.cbrt(-hq + sd) if -hq + sd >= 0 else -np.cbrt(hq - sd)
-        w = np.cbrt(-hq - sd) if -hq - sd >= 0 else -np.cbrt(hq + sd)
+        u = _cbrt(-hq + sd) if -hq + sd >= 0 else -_cbrt(hq - sd)
+        w = _cbrt(-hq - sd) if -hq - sd >= 0 else -_cbrt(hq + sd)
         z = u + w
     elif tp < 0.0:
         # three real roots (trigonometric form); the largest one is k = 0
@@ -144,7 +150,7 @@ def _cubic_largest_real_root(a2, a1, a0):
             arg = -1.0
         z = 2.0 * rr * np.cos(np.arccos(arg) / 3.0)
     else:
-        z = np.cbrt(-q) if -q >= 0 else -np.cbrt(q)
+        z = _cbrt(-q) if -q >= 0 else -_cbrt(q)
     m = z - s
     fm = ((m + a2) * m + a1) * m + a0
     for _ in range(_NEWTON_STEPS):
@@ -233,7 +239,7 @@ def _quartic_real_roots(a, b, c, d, out):
     t = np.sqrt(abs(b))
     if t > sig:
         sig = t
-    t = np.cbrt(abs(c))
+    t = _cbrt(abs(c))
     if t > sig:
         sig = t
     t = np.sqrt(np.sqrt(abs(d)))
@@ -255,10 +261,10 @@ def _quartic_real_roots(a, b, c, d, out):
     p = B - 0.375 * A2
     q = C - 0.5 * A * B + 0.125 * A2 * A
     r = D - 0.25 * A * C + 0.0625 * A2 * B - 0.01171875 * A2 * A2
-    n = 0
+    n = np.int64(0)  # int64, not a literal: one compiled _quad_roots
     if abs(q) <= 1e-14 * (1.0 + abs(p) + abs(r)):
         # biquadratic: t^2 = z, z^2 + p z + r = 0
-        nz = _quad_roots(p, r, out, 0)
+        nz = _quad_roots(p, r, out, n)
         for i in range(nz):
             z = out[i]
             if z > 0.0:

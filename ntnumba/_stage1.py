@@ -64,6 +64,7 @@ OK = 0              # support iteration converged from the plain soft-threshold 
 OK_SAFEGUARD = 1    # the safeguard (grid over h) found the returned point
 INVALID = -1        # rho(y, nu) = 0 or the infimum is only approached as y -> 0
 PRUNED = 2          # assign(prune=True): not evaluated, its lower bound exceeds the best score
+GENERIC = -2        # internal (_solve_si): SI+ did not settle, the safeguard must decide
 
 _MAX_SI = 50         # support-iteration passes before falling back to the safeguard
 _GRID = 48           # h grid of the safeguard: points over its 9 decades below href
@@ -111,17 +112,14 @@ def _eval_reduced(b, g, v, k, lam, a):
 
 
 @_internal()
-def _support_iteration(b, g, v, k, lam, a, mask, from_mask, qbuf):
-    """SI+ of algorithm.md. Returns (status, R) and leaves the minimiser in ``a``.
+def _support_iteration(b, g, v, k, lam, a, mask, qbuf):
+    """SI+ of algorithm.md from the support in ``mask``. Returns (status, R) and leaves the
+    minimiser in ``a``.
 
-    ``from_mask``: start from the support in ``mask`` instead of ``{b > 0}``.
     status OK on convergence, INVALID when the iteration cannot continue (no mass of v on the
     support, no admissible root, or no convergence within _MAX_SI passes).
     """
     M = b.shape[0]
-    if not from_mask:
-        for j in range(M):
-            mask[j] = b[j] > 0.0
     for _ in range(_MAX_SI):
         Vq, Vg, Vv, Gq, Gg = _support_sums(b, g, v, k, mask)
         if Vv <= 0.0:
@@ -284,7 +282,7 @@ def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
         sig0 = c0
         sig1 = c1
         sig2 = c2
-        st, R = _support_iteration(b, g, v, k, lam, a, mask, True, qbuf)
+        st, R = _support_iteration(b, g, v, k, lam, a, mask, qbuf)
         if st == OK and R < bestR:
             bestR = R
             for j in range(M):
@@ -295,7 +293,7 @@ def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
     # so that its neighbours on the slope do not turn into local minima)
     chosen = np.full(_REFINE, -1)
     for r in range(_REFINE):
-        mbest = -1
+        mbest = np.int64(-1)  # int64, not a literal: _golden_h compiles once
         for m in range(ngrid):
             if not np.isfinite(Rg[m]):
                 continue
@@ -322,7 +320,7 @@ def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
             mask[j] = a[j] > 0.0
         # SI+ from the support of the refined point, into abest's slot only if it is better
         Rh = Rloc
-        st, R = _support_iteration(b, g, v, k, lam, a, mask, True, qbuf)
+        st, R = _support_iteration(b, g, v, k, lam, a, mask, qbuf)
         if st == OK and R <= Rh:
             Rh = R
         else:
@@ -396,7 +394,7 @@ def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
     the point of zero ratio term (``a_j = b_j+ / k_j`` where ``g_j = 0``) when that is valid.
     """
     M = b.shape[0]
-    st, R = _support_iteration(b, g, v, k, lam, a, mask, False, qbuf)
+    st, R = _si_start(b, g, v, k, lam, a, mask, qbuf)
     if st != OK or safeguard:
         asave = work[1]
         if st == OK:
@@ -425,13 +423,42 @@ def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
             for j in range(M):
                 a[j] = az[j]
             st, R = OK_SAFEGUARD, Rz
+    return _checked(b, g, v, k, lam, a, st, R)
+
+
+@_internal()
+def _si_start(b, g, v, k, lam, a, mask, qbuf):
+    """SI+ from the support {b > 0}: the first step of :func:`_solve_ratio`."""
+    for j in range(b.shape[0]):
+        mask[j] = b[j] > 0.0
+    return _support_iteration(b, g, v, k, lam, a, mask, qbuf)
+
+
+@_internal()
+def _checked(b, g, v, k, lam, a, st, R):
+    """The last step of :func:`_solve_ratio`: INVALID (and ``a = 0``) unless R is below the
+    limit at zero."""
     if st != INVALID and not (R < _limit_at_zero(b, g, v, k, lam)):
         st = INVALID
     if st == INVALID:
-        for j in range(M):
+        for j in range(b.shape[0]):
             a[j] = 0.0
         return INVALID, np.inf
     return st, R
+
+
+@_internal()
+def _solve_si(b, g, v, k, lam, a, mask, qbuf):
+    """:func:`_solve_ratio` without its safeguard: the same ``(status, R)`` and ``a`` when SI+
+    settles; ``(GENERIC, inf)`` when it does not (the caller then needs :func:`_solve_ratio`).
+
+    The kernels' first pass uses it, so that the safeguard (most of the compiled code of the
+    reduced problem) is compiled only when a problem needs it.
+    """
+    st, R = _si_start(b, g, v, k, lam, a, mask, qbuf)
+    if st != OK:
+        return GENERIC, np.inf
+    return _checked(b, g, v, k, lam, a, st, R)
 
 
 @_internal()
@@ -807,10 +834,18 @@ def _bound_sum(w, ki, zero):
 
 
 @njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
-def _assign_rows(start, stop, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj,
-                 rule, safeguard, prune, labels, slabels, Y, F, SP, status):
-    """Samples ``start:stop`` of :func:`_assign_kernel`, with their own scratch (serial,
+def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1,
+                 adj, rule, safeguard, prune, labels, slabels, Y, F, SP, status, pending,
+                 generic=None):
+    """Samples ``rows[start:stop]`` of :func:`_assign_kernel`, with their own scratch (serial,
     without the GIL: the blocks run on Python threads, see :func:`_assign_kernel`).
+
+    Two compiled versions (numba prunes the branches on ``generic is None`` by its type):
+    without ``generic``, the candidates SI+ settles are solved and a sample with any other
+    candidate is flagged in ``pending`` and left (its outputs are not written); with
+    ``generic=True``, every candidate SI+ does not settle (every one with ``safeguard``) goes
+    through :func:`_solve_ratio`. A sample's outputs are those of the generic version either
+    way; the safeguard's code is compiled only when some sample needs it.
 
     ``prune`` (rule 1 only): every candidate's score ``F + adj`` is at least
     ``lb(c1) + adj`` with ``lb(c1) = ||q||^2/2 - sum_j max(|q_j| - lambda1, 0)^2 / (2 k_j)``
@@ -856,7 +891,9 @@ def _assign_rows(start, stop, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0,
     prune = prune and rule == 1 and not safeguard
     # rounding margin of the bound test: the batched sums run in the dtype of Q
     rel = 1e-4 if Q.itemsize == 4 else 1e-10
-    for i in range(start, stop):
+    for r in range(start, stop):
+        i = rows[r]
+        abandon = False
         q = Q[i]
         best = np.inf
         bc1 = -1
@@ -974,8 +1011,15 @@ def _assign_rows(start, stop, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0,
                             g64[j] = g[j]
                             v64[j] = v[j]
                             k64[j] = k[j]
-                        st, R = _solve_ratio(b64, g64, v64, k64, lam0, a, mask, work, qbuf,
-                                             safeguard)
+                        if generic is None:
+                            st, R = _solve_si(b64, g64, v64, k64, lam0, a, mask, qbuf)
+                            if st == GENERIC:
+                                pending[i] = True
+                                abandon = True
+                                break
+                        else:
+                            st, R = _solve_ratio(b64, g64, v64, k64, lam0, a, mask, work, qbuf,
+                                                 safeguard)
                         if st != INVALID:
                             ga = 0.0
                             va = 0.0
@@ -1008,7 +1052,13 @@ def _assign_rows(start, stop, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0,
                         else:
                             for j in range(M):
                                 ywin[j] = a[j]
+                if abandon:
+                    break
                 c2 += npair
+            if abandon:
+                break
+        if abandon:  # left to _assign_rows_generic
+            continue
         if bc1 < 0:
             # every candidate invalid (e.g. |q| <= lambda1 everywhere): y = 0 and the pair
             # nearest in the adjustment term; never a winner with score 0
@@ -1053,10 +1103,20 @@ def _assign_kernel(Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj,
     """
     # Python threads instead of a numba prange: the parallel (parfor) build of this kernel
     # cost ~5 s of compilation per dtype on top of the serial body (docs/performance.md)
+    pending = np.zeros(Q.shape[0], dtype=np.bool_)
     args = (Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj, rule, safeguard,
-            bool(prune), labels, slabels, Y, F, SP, status)
-    run_ranges(lambda start, stop: _assign_rows(start, stop, *args), Q.shape[0],
-               blocks_per_thread=8, nthreads=nthreads)
+            bool(prune), labels, slabels, Y, F, SP, status, pending)
+
+    rows = np.arange(Q.shape[0], dtype=np.int64)
+    if not safeguard:
+        # the samples whose candidates SI+ settles (usually all); the generic version (with
+        # the safeguard) is compiled and run only for the others, with the same results
+        run_ranges(lambda start, stop: _assign_rows(start, stop, rows, *args), rows.shape[0],
+                   blocks_per_thread=8, nthreads=nthreads)
+        rows = np.flatnonzero(pending).astype(np.int64)
+    if rows.shape[0]:
+        run_ranges(lambda start, stop: _assign_rows(start, stop, rows, *args, generic=True),
+                   rows.shape[0], blocks_per_thread=8, nthreads=nthreads)
 
 
 # --------------------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ from numba import get_num_threads, njit
 
 from ._parallel import run_blocks, run_ranges
 from ._quartic import CACHE, _internal
-from ._stage1 import INVALID, _as_float_2d, _solve_ratio
+from ._stage1 import GENERIC, INVALID, _as_float_2d, _solve_ratio, _solve_si
 from ._validation import as_float_array, check_scalar
 
 # Reassociation for the reductions over coordinates (vectorised sums); no 'nnan'/'ninf'.
@@ -74,6 +74,7 @@ TAU_KEPT = -2         # the old tau was not improved on (kept)
 TAU_DATA = -1         # the minimiser of the data terms alone won
 TAU_RESEEDED = -3     # empty cluster, re-seeded
 TAU_NO_PRIOR = -4     # the minimiser of the data terms where the prior is absent won
+TAU_PENDING = -5      # internal: left by _tau_kernel to its generic version (never returned)
 # a value p >= 0 is the prior pair (c1', c2') = divmod(p, Cs) whose quartic candidate won
 
 
@@ -144,11 +145,12 @@ def _prior_terms(tau, nu, out):
     """
     Cd = tau.shape[0]
     Cs = nu.shape[0]
+    none = np.int64(-1)  # int64, not a literal: one compiled _prior_eval for every caller
     for p in range(Cd + Cs):
         if p < Cd:
-            val, c1, c2 = _prior_eval(tau[p], tau, nu, p, -1)
+            val, c1, c2 = _prior_eval(tau[p], tau, nu, p, none)
         else:
-            val, c1, c2 = _prior_eval(nu[p - Cd], tau, nu, -1, p - Cd)
+            val, c1, c2 = _prior_eval(nu[p - Cd], tau, nu, none, p - Cd)
         out[p] = val
 
 
@@ -336,15 +338,22 @@ def _tau_value(t, c, P, BP, BM, KD, tau, nu, lam_e):
         elif tj < 0.0:
             val -= BM[c, j] * tj
     if lam_e > 0.0:
-        pr, c1, c2 = _prior_eval(t, tau, nu, c, -1)
+        pr, c1, c2 = _prior_eval(t, tau, nu, c, np.int64(-1))  # int64: see _prior_terms
         val += lam_e * pr
     return val
 
 
 @njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, out, Told, Tnew,
-                choice):
-    """tau_c for ``c`` in ``start:stop``; iteration c writes only row/entry c of the outputs.
+                choice, todo, generic=None):
+    """tau_c for ``c`` in ``start:stop`` with ``todo[c]``; iteration c writes only row/entry c
+    of the outputs.
+
+    Two compiled versions (numba prunes the branches on ``generic is None`` by its type):
+    without ``generic``, the prior pairs' problems that SI+ settles are solved and a cluster
+    with any other one is left (``choice[c] = TAU_PENDING``); with ``generic=True`` every
+    problem goes through :func:`_solve_ratio`. A cluster's outputs are those of the generic
+    version either way; the safeguard's code is compiled only when a cluster needs it.
 
     For an active cluster the candidates are the exact minimiser of the data terms (both sign
     branches per coordinate), for lam_e > 0 the best prior pair's quartic solution on the branch
@@ -370,6 +379,9 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
     mask = np.empty(M, dtype=np.bool_)
     qbuf = np.empty(8)
     for c in range(start, stop):
+        if not todo[c]:
+            continue
+        abandon = False
         if not active[c]:
             for j in range(M):
                 out[c, j] = tau[c, j]
@@ -428,13 +440,22 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
                     for c2 in range(Cs):
                         for j in range(M):
                             v[j] = max(s[j] * nu[c2, j], 0.0)
-                        st, R = _solve_ratio(b, g, v, kk, lam_e, a, mask, work, qbuf, safeguard)
+                        if generic is None:
+                            st, R = _solve_si(b, g, v, kk, lam_e, a, mask, qbuf)
+                            if st == GENERIC:
+                                abandon = True
+                                break
+                        else:
+                            st, R = _solve_ratio(b, g, v, kk, lam_e, a, mask, work, qbuf,
+                                                 safeguard)
                         if st != INVALID and R < bestR:
                             bestR = R
                             code = c1p * Cs + c2
                             for j in range(M):
                                 cand[j] = s[j] * a[j]
-                if code < 0:
+                    if abandon:
+                        break
+                if abandon or code < 0:
                     break
             val = _tau_value(cand, c, P, BP, BM, KD, tau, nu, lam_e)
             if val < best:
@@ -442,6 +463,9 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
                 ch = code
                 for j in range(M):
                     out[c, j] = cand[j]
+        if abandon:  # left to the generic version
+            choice[c] = TAU_PENDING
+            continue
         Tnew[c] = best
         choice[c] = ch
 
@@ -847,10 +871,18 @@ def _update_taus(stats, tau, nu, lambda0, lambda_a, lambda_e, safeguard=False):
     Told = np.empty(Cd)
     Tnew = np.empty(Cd)
     choice = np.empty(Cd, dtype=np.int64)
+    todo = np.ones(Cd, dtype=np.bool_)
     args = (P, stats["sum_wy_pos"], stats["sum_wy_neg"], KD, tau, nu, lambda_e, nc > 0,
-            bool(safeguard), out, Told, Tnew, choice)
-    run_blocks(lambda start, stop: _tau_kernel(start, stop, *args), list(range(Cd + 1)),
-               get_num_threads())
+            bool(safeguard), out, Told, Tnew, choice, todo)
+    if not safeguard:
+        # the clusters whose prior problems SI+ settles (usually all); the generic version
+        # (with the safeguard) is compiled and run only for the others, with the same results
+        run_blocks(lambda start, stop: _tau_kernel(start, stop, *args), list(range(Cd + 1)),
+                   get_num_threads())
+        todo[:] = choice == TAU_PENDING
+    if todo.any():
+        run_blocks(lambda start, stop: _tau_kernel(start, stop, *args, generic=True),
+                   list(range(Cd + 1)), get_num_threads())
     return out, Told + const, Tnew + const, choice
 
 

@@ -435,3 +435,59 @@ def test_assignment_threads_work_in_a_forked_child():
         assert got == b"1"
     finally:
         numba.set_num_threads(old)
+
+
+def test_samples_left_by_the_fast_kernel_equal_the_generic_kernel(monkeypatch):
+    # _assign_rows without the safeguard's code leaves the samples with a candidate SI+ does
+    # not settle to its generic version; every output equals the generic version run on every
+    # sample
+    from ntnumba import _stage1
+    rng = np.random.default_rng(1)
+    n, M, Cd, Cs = 40, 12, 3, 2
+    tau, nu = 2.0 * rng.standard_normal((Cd, M)), rng.standard_normal((Cs, M))
+    Q = (tau[rng.integers(0, Cd, n)] + nu[rng.integers(0, Cs, n)]
+         + 0.5 * rng.standard_normal((n, M)))
+    kernel = _stage1._assign_rows
+    rows = []
+
+    def spy(start, stop, r, *args, **kw):
+        if kw.get("generic"):
+            rows.extend(r[start:stop])
+        return kernel(start, stop, r, *args, **kw)
+
+    for prune in (False, True):
+        rows.clear()
+        monkeypatch.setattr(_stage1, "_assign_rows", spy)
+        split = assign(Q, tau, nu, 0.5, 0.03, prune=prune, return_details=True)
+        assert 0 < len(rows) < n  # the path under test ran, for some samples only
+        # every sample through the generic version
+        monkeypatch.setattr(_stage1, "_assign_rows", lambda *a, **kw: kernel(*a, generic=True))
+        ref = assign(Q, tau, nu, 0.5, 0.03, prune=prune, return_details=True)
+        for a, b in zip(split[:4] + tuple(split[4].values()), ref[:4] + tuple(ref[4].values())):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_default_fit_compiles_each_kernel_once_and_no_safeguard():
+    # first-call compilation (docs/performance.md): one signature per kernel (no literal or
+    # mixed-type variants), and the safeguard's kernels only when a problem needs them
+    import subprocess
+    import sys
+    code = (
+        "import numpy as np, ntnumba, pkgutil, importlib\n"
+        "from numba.core.dispatcher import Dispatcher\n"
+        "from sklearn.datasets import make_blobs\n"
+        "X, _ = make_blobs(200, n_features=8, centers=3, random_state=0)\n"
+        "ntnumba.NTClustering(3, random_state=0, max_iter=2).fit(X)\n"
+        "for m in pkgutil.iter_modules(ntnumba.__path__):\n"
+        "    mod = importlib.import_module('ntnumba.' + m.name)\n"
+        "    for k, v in vars(mod).items():\n"
+        "        if isinstance(v, Dispatcher) and v.__module__ == mod.__name__:\n"
+        "            print(mod.__name__ + '.' + k, len(v.signatures))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    counts = {k: int(v) for k, v in (line.split() for line in out.splitlines())}
+    assert counts["ntnumba._stage1._assign_rows"] == 1
+    assert counts["ntnumba._theta._tau_kernel"] == 1
+    assert {k: c for k, c in counts.items() if c > 1} == {}
+    for name in ("_stage1._solve_ratio", "_stage1._safeguard", "_stage1._inner_fixed_h"):
+        assert counts["ntnumba." + name] == 0, name

@@ -445,3 +445,29 @@ def test_serial_row_kernels_match_the_parallel_ones_and_a_reference():
             np.testing.assert_array_equal(x, y)
     assert th._rows_kernels(10, 100)[0] is th._rho_rows_s
     assert th._rows_kernels(th._SERIAL_MAX, 2)[2] is th._weighted_signed_colsum
+
+
+def test_clusters_left_by_the_fast_tau_kernel_equal_the_generic_kernel(monkeypatch):
+    # _tau_kernel without the safeguard's code leaves a cluster whose prior problems SI+ does
+    # not settle to its generic version; the result equals the generic version on every cluster
+    from ntnumba import _theta
+    Q, Y, lab, sim, tau, nu = _problem(0)
+    kernel = _theta._tau_kernel
+    calls = []
+
+    def spy(*args, **kw):
+        if kw.get("generic"):
+            calls.append(args[-1].copy())  # todo: the clusters left to the generic version
+        return kernel(*args, **kw)
+
+    monkeypatch.setattr(_theta, "_tau_kernel", spy)
+    split = update_theta(Q, Y, lab, sim, tau, nu, lambda_e=1.0, return_info=True)
+    assert calls and 0 < calls[0].sum() < 3  # the path under test ran, for some clusters
+    # every cluster through the generic version
+    monkeypatch.setattr(_theta, "_tau_kernel", lambda *a, **kw: kernel(*a, generic=True))
+    ref = update_theta(Q, Y, lab, sim, tau, nu, lambda_e=1.0, return_info=True)
+    np.testing.assert_array_equal(split[0], ref[0])
+    np.testing.assert_array_equal(split[1], ref[1])
+    assert split[2].keys() == ref[2].keys()
+    for k in ref[2]:
+        np.testing.assert_array_equal(split[2][k], ref[2][k])
