@@ -26,6 +26,7 @@ dead), the fit raises one ``RuntimeError`` naming the cause and the workers invo
 and the estimator's previous fitted state are unchanged.
 """
 import contextlib
+import pickle
 import time
 
 import numpy as np
@@ -61,10 +62,30 @@ class ClusterError(RuntimeError):
 #: distributed's modules over versions).
 _CLUSTER_ERRORS = {"KilledWorker", "CommClosedError", "FutureCancelledError", "CancelledError",
                    "TimeoutError", "StreamClosedError"}
-#: Arguments larger than this are scattered once per pass instead of shipped with every task.
+#: Shared arguments larger than this (:func:`_shipped_bytes`: arrays, a row index, an estimator)
+#: are scattered once per pass instead of shipped with every task.
 _SCATTER_BYTES = 1 << 16
 #: Per-block results gathered at a time when they are folded (``combine``).
 _FOLD_BATCH = 4
+
+
+def _shipped_bytes(obj):
+    """Bytes ``obj`` adds to a task that carries it: its pickle, arrays included (an array's
+    ``nbytes``; any other object, e.g. a :class:`ntnumba._passes.RowIndex` or an estimator,
+    pickled once with its arrays' buffers counted, not copied).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba.dask import _shipped_bytes
+    >>> _shipped_bytes(np.zeros(1000)) >= 8000 and _shipped_bytes((np.zeros(1000),)) >= 8000
+    True
+    """
+    if isinstance(obj, np.ndarray) and obj.dtype != object:
+        return obj.nbytes
+    buffers = []
+    head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    return len(head) + sum(memoryview(b).nbytes for b in buffers)
 
 
 def _on_worker(fn, n_threads, *args):
@@ -276,9 +297,8 @@ class DaskBackend(_Blocks):
 
     def _map(self, fn, block_args, common, use_x, use_carry, store, blocks, combine):
         xf = self._blocks()
-        common = tuple(self.client.scatter(c, broadcast=True, hash=False)
-                       if isinstance(c, np.ndarray) and c.nbytes > _SCATTER_BYTES else c
-                       for c in common)
+        common = tuple(self.client.scatter([c], broadcast=True, hash=False)[0]
+                       if _shipped_bytes(c) > _SCATTER_BYTES else c for c in common)
         results = []
         for b in range(len(self.bounds)) if blocks is None else blocks:
             args = () if block_args is None else tuple(block_args[b])

@@ -252,3 +252,32 @@ def test_dask_repeated_and_near_duplicate_samples(client, monkeypatch):
     monkeypatch.setattr(_driver, "REFERENCE_SIZE", 1000)
     assert dask_ari(tiled_with_noise(X), np.tile(y, 5)) == pytest.approx(dask_ari(X, y),
                                                                          abs=ARI_TOL)
+
+
+def test_shared_pass_arguments_are_scattered_once(client, monkeypatch):
+    """The graph rule's vote and soft-score passes share the reference rows (a row index) and
+    the fitted estimator with every block: each is scattered once per pass, never pickled into
+    each block's task (no task argument other than a future is larger than the scatter
+    threshold)."""
+    import pickle
+
+    from ntnumba import _driver
+    from ntnumba.dask import _SCATTER_BYTES
+    from ntnumba.dask import NTClustering as DaskNT
+    monkeypatch.setattr(_driver, "REFERENCE_SIZE", 200)   # 200 x 64 float64 rows: 100 kB
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), 200)
+    X = 2 * rng.standard_normal((3, 64))[y] + rng.standard_normal((600, 64))
+    inline = []
+    submit = client.submit
+
+    def spy(fn, *args, **kw):
+        inline.extend((getattr(fn, "__name__", fn), type(a).__name__, len(pickle.dumps(a)))
+                      for a in args if not isinstance(a, distributed.Future))
+        return submit(fn, *args, **kw)
+
+    monkeypatch.setattr(client, "submit", spy)
+    DaskNT(3, n_components=64, random_state=0).fit(da.from_array(X, chunks=100), client=client)
+    assert len(inline) > 6
+    big = [a for a in inline if a[2] > _SCATTER_BYTES]
+    assert not big, big
