@@ -688,13 +688,20 @@ def _polar_gram(Z):
     With the singular values within ``_POLAR_COND`` of each other the result is orthonormal to
     ~eps _POLAR_COND^2 and agrees with the SVD's to that order; an M x k SVD costs ~5x the Gram
     and its eigendecomposition (M = 2100, k = 176). Otherwise the caller takes the SVD (it also
-    completes a rank-deficient ``Z``).
+    completes a rank-deficient ``Z``). ``Z`` is first divided by the power of two at or above
+    ``max |Z|`` (exact; the polar factor is that of any positive multiple), so that ``Z^T Z``
+    neither overflows nor falls into the subnormal range (anchors of scale 1e+-160); None also
+    when ``Z`` is not finite.
     """
-    if Z.shape[1] == 0:
+    if Z.shape[1] == 0 or Z.size == 0:
         return None
+    big = float(np.max(np.abs(Z)))
+    if not np.isfinite(big):
+        return None
+    Z = np.ldexp(Z, -np.frexp(big)[1])
     with _serial_lapack():
         w, W = np.linalg.eigh(Z.T @ Z)
-    if not w[0] > w[-1] / _POLAR_COND ** 2:
+    if not (np.all(np.isfinite(w)) and w[0] > w[-1] / _POLAR_COND ** 2):
         return None
     return _matmul(Z, (W / np.sqrt(w)) @ W.T)
 

@@ -548,3 +548,19 @@ def test_a_failing_cache_save_keeps_the_kernel_and_warns_once(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert cache_b.load_overload("sig", None) is None   # a second fault: no new warning
+
+
+@pytest.mark.parametrize("scale", [1e-160, 1.0, 1e160])
+def test_gram_polar_factor_at_extreme_scales(scale):
+    """Stage 3's null-space completion takes the polar factor of the projected anchor from a
+    k x k Gram matrix: equal to the SVD's polar factor ``U W^T`` (of the unscaled matrix) where
+    ``Z^T Z`` would overflow (1e+160) or fall into the subnormal range (1e-160); non-finite
+    ``Z``: None (the caller's SVD)."""
+    from ntnumba._transform import _polar_gram
+    rng = np.random.default_rng(0)
+    Z = rng.standard_normal((40, 8)) @ np.diag(np.linspace(1.0, 3.0, 8))
+    U, _, Wt = np.linalg.svd(Z, full_matrices=False)
+    P = _polar_gram(scale * Z)
+    assert P is not None
+    np.testing.assert_allclose(P, U @ Wt, rtol=0, atol=1e-13)
+    assert _polar_gram(np.where(np.arange(Z.size).reshape(Z.shape) == 5, np.inf, Z)) is None
