@@ -237,14 +237,15 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         normalised cut of the learned representations' k-NN graph than the current one (a
         trust region), and never when a representation rule of ``representation="auto"``
         applies (at most 16 features, or features of very different scales: the learned map
-        does not carry those rules). Needs ``max_iter >= relabel + 1``; ``relabel > 0`` with
+        does not carry those rules). Needs ``max_iter >= relabel + 1`` (else a ``UserWarning``:
+        the steps without a following iteration are not run); ``relabel > 0`` with
         ``learn_transform=False`` or another ``assign`` raises a ``ValueError``. The partition
         the fit started from stays in ``initial_labels_``. 0: the initial partition is kept.
         Not the default: on the development suite (``docs/dev_results.md``, 5 seeds, 24 sets)
         ``relabel=1, max_iter=2`` raised the mean CA over the initial partition by 0.18
         points, left the mean NMI where it was (-0.01) and doubles the fit time; the page has
         what it changes per data set. ``ntnumba/_refine.py``. ``partial_fit`` does not
-        relabel (its reference set is the first chunk).
+        relabel (its reference set is the first chunk; a ``UserWarning`` says so).
     prototypes : bool, default False
         ``assign="graph"``: after the first iteration (which fits ``A``, ``tau``, ``nu`` to the
         graph partition) the learned model's own partition, nearest-mean steps in the metric
@@ -264,7 +265,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         well (+0.41 / +0.55 there): the gain comes from the prototype view, not from the
         learned ``A``. Cost: 4-10% of the default fit at the paper's sizes (the coarser
         graph's k-NN search and the nearest-mean steps). ``ntnumba/_refine.py``.
-        ``partial_fit`` does not run it. With ``relabel`` as well the step comes first: the
+        ``partial_fit`` does not run it (a ``UserWarning`` says so). With ``relabel`` as well the step comes first: the
         partition recomputed at the start of iteration 2 is judged against its partition.
         Another ``assign`` raises a ``ValueError`` (as does ``relabel > 0``).
     max_iter : int, default 1
@@ -438,8 +439,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         self.warm_start = warm_start
 
     # ------------------------------------------------------------------ validation
-    def _params(self, n_features, fit=True):
-        """The checked parameters (``fit``: also those a fit needs; a model file need not)."""
+    def _params(self, n_features, fit=True, stream=False):
+        """The checked parameters (``fit``: also those a fit needs; a model file need not;
+        ``stream``: for ``partial_fit``, which ``max_iter`` does not bound)."""
         C = check_scalar(self.n_clusters, "n_clusters", low=1, integer=True)
         if self.n_dissimilarity is not None:
             Cd = check_scalar(self.n_dissimilarity, "n_dissimilarity", low=1, integer=True)
@@ -487,6 +489,14 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         if fit and relabel > 0 and not self.learn_transform:
             raise ValueError("relabel: recomputes the partition from the learned map, got "
                              "learn_transform=False; use relabel=0 or learn_transform=True")
+        if fit and not stream and relabel >= max_iter:
+            # a warning, not an error: a fit in pieces (warm_start, max_iter raised between
+            # the calls) runs the remaining relabel steps in its later calls
+            runs = "no" if max_iter == 1 else f"only {max_iter - 1} of the {relabel}"
+            warnings.warn(f"relabel={relabel} with max_iter={max_iter}: each new partition is "
+                          f"fitted by the next iteration, so {runs} relabel step(s) can run; "
+                          f"use max_iter={relabel + 1} (or more), or a warm_start fit "
+                          "continued to it", UserWarning, stacklevel=4)
         tol = check_scalar(self.tol, "tol", low=0.0)
         check_scalar(self.n_init, "n_init", low=1, integer=True)
         if self.n_jobs is not None:
@@ -753,7 +763,15 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         from_fit = not cont and hasattr(self, "_state")
         checked = self if (cont or from_fit) else clone(self)
         X = checked._check_X(X, reset=checked is not self)
-        p = self._params(X.shape[1])
+        p = self._params(X.shape[1], stream=True)
+        unused = [f"{k}={v!r}" for k, v, on in (("relabel", p.relabel, p.relabel > 0),
+                                                 ("prototypes", p.prototypes, p.prototypes))
+                  if on]
+        if unused and not cont:   # once per stream
+            warnings.warn(f"partial_fit: {' and '.join(unused)} ignored: a stream keeps the "
+                          "partition of its first chunk (its reference set) and runs no relabel "
+                          "or prototype step; use fit (chunk_size= for data larger than "
+                          "memory) to have them", UserWarning, stacklevel=2)
         X, stats = self._standardise(X, learn=not (cont or from_fit))
         src = MemoryBlocks(X)
         seed = check_random_state(self.random_state).randint(_INT32_MAX)

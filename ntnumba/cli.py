@@ -310,8 +310,9 @@ def _model_from_args(args, verbose):
 
 
 def _check_partition_flags(args):
-    """--relabel and --prototypes need the graph rule, --relabel a learned map: an error in
-    the command's own flags before the data are read (the estimator names its arguments)."""
+    """--relabel and --prototypes need the graph rule, --relabel a learned map and
+    --max-iter >= R + 1: an error in the command's own flags before the data are read (the
+    estimator names its arguments)."""
     for flag, on, off in (("--relabel", args.relabel > 0, "--relabel 0"),
                           ("--prototypes", args.prototypes, "no --prototypes")):
         if on and args.assign != "graph":
@@ -320,6 +321,10 @@ def _check_partition_flags(args):
     if args.relabel > 0 and args.no_transform:
         raise CLIError("--relabel: recomputes the partition from the learned map, got "
                        "--no-transform; use --relabel 0 or drop --no-transform")
+    if args.relabel >= args.max_iter:   # R new partitions need R more iterations to fit them
+        raise CLIError(f"--relabel {args.relabel}: each new partition is fitted by the next "
+                       f"iteration, got --max-iter {args.max_iter}; use --max-iter "
+                       f"{args.relabel + 1} (or more) or --relabel {args.max_iter - 1}")
 
 
 def _fit_keeping_interrupt(model, X):

@@ -310,6 +310,12 @@ def test_errors_in_subprocess(blobs, args, message):
      "--prototypes: changes the partition of --assign graph only"),
     (["fit", "blobs.npz", "-k", "3", "-o", "m", "--relabel", "-1"], 2,
      "argument --relabel: must be >= 0"),
+    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--relabel", "1"], 1,   # default --max-iter 1
+     "--relabel 1: each new partition is fitted by the next iteration, got --max-iter 1; use "
+     "--max-iter 2 (or more) or --relabel 0"),
+    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--relabel", "3", "--max-iter", "3"], 1,
+     "--relabel 3: each new partition is fitted by the next iteration, got --max-iter 3; use "
+     "--max-iter 4 (or more) or --relabel 2"),
 ])
 def test_errors_are_one_line(blobs, capsys, monkeypatch, args, code, message):
     monkeypatch.chdir(blobs)
