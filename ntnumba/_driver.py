@@ -437,9 +437,10 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
         with blas_context():
             if prototypes_due(state, p):  # a step an interrupt left undone (warm_start)
                 changed = prototypes(ctx, state, p, verbose=verbose, stream=stream)
-                if verbose and changed is not None:
-                    print(f"iteration {state.n_iter:4d}  new partition: {changed} samples "
-                          "moved", file=stream, flush=True)
+                if verbose:
+                    what = ("partition kept" if changed is None
+                            else f"new partition: {changed} samples moved")
+                    print(f"iteration {state.n_iter:4d}  {what}", file=stream, flush=True)
             while state.n_iter < p.max_iter:
                 prev = state.objective_history[-1] if state.objective_history else None
                 changed = kept = None
@@ -454,6 +455,7 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
                                             and state.n_iter == 1)
                 if prototypes_due(state, p):  # the learned model's partition, if it cuts less
                     changed = prototypes(ctx, state, p, verbose=verbose, stream=stream)
+                    kept = changed is None
                 if verbose:
                     done = state.n_iter - start_iter
                     el = time.perf_counter() - t0

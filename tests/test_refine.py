@@ -414,7 +414,8 @@ def test_prototypes_interrupted_inside_the_step_is_done_on_resume(monkeypatch, t
 
 @pytest.mark.parametrize("kept", [False, True])
 def test_prototypes_verbose_lines_on_the_run_stream(kept):
-    """The step's line goes to the stream of ``run``; "new partition" only when kept."""
+    """The step's line goes to the stream of ``run``; "new partition" only when kept, else
+    "partition kept" (as a relabel step that keeps the partition says)."""
     import io
 
     if kept:  # standardised iris compared by the angle: kept
@@ -433,6 +434,7 @@ def test_prototypes_verbose_lines_on_the_run_stream(kept):
     out = buf.getvalue()
     assert ("prototypes: coarse-graph cut" in out and ("not kept" in out) != kept)
     assert ("new partition" in out) == kept
+    assert ("  partition kept" in out) != kept
     if kept:
         assert "new partition: 0 " not in out
 
