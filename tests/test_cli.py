@@ -4,6 +4,7 @@ The demo runs with numba compilation, as a user runs it. The other subprocess ca
 data with ``NUMBA_DISABLE_JIT=1``: the same code, without paying ~20 s of compilation per
 process. Error cases that need no subprocess call :func:`ntnumba.cli.main` directly.
 """
+import contextlib
 import json
 import os
 import re
@@ -229,20 +230,30 @@ def test_fit_scaling_and_auto_components(blobs):
     np.testing.assert_allclose(model.feature_mean_, X.mean(axis=0))
 
 
+@contextlib.contextmanager
 def _sigint_default():
-    """In the child before exec: SIGINT at its default action, as in a terminal. A test run
-    started as a background job of a non-interactive shell has SIGINT ignored, the child would
-    inherit that, and Python then installs no KeyboardInterrupt handler (Ctrl-C is lost)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    """Children started inside get SIGINT at its default action, as in a terminal. A test run
+    started as a background job of a non-interactive shell has SIGINT ignored, a child would
+    inherit that, and Python then installs no KeyboardInterrupt handler (Ctrl-C is lost).
+    A caught signal is reset to its default across exec (an ignored one is inherited), so this
+    process (main thread) catches SIGINT while the child starts and restores its handler after;
+    ``preexec_fn`` would do it in the child, but is unsafe in a process with threads."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def test_ctrl_c_keeps_last_iterate(blobs):
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
-    p = subprocess.Popen(COMMAND + ["fit", "blobs.npz", "-k", "3", "--n-components", "12",
-                                    "--max-iter", "100000", "--tol", "0", "--seed", "0",
-                                    "-o", "stopped.npz"],
-                         cwd=blobs, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, preexec_fn=_sigint_default)
+    with _sigint_default():
+        p = subprocess.Popen(COMMAND + ["fit", "blobs.npz", "-k", "3", "--n-components", "12",
+                                        "--max-iter", "100000", "--tol", "0", "--seed", "0",
+                                        "-o", "stopped.npz"],
+                             cwd=blobs, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
     try:
         for line in p.stderr:
             if line.startswith("iteration    3"):
