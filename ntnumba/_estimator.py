@@ -265,8 +265,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         well (+0.41 / +0.55 there): the gain comes from the prototype view, not from the
         learned ``A``. Cost: 4-10% of the default fit at the paper's sizes (the coarser
         graph's k-NN search and the nearest-mean steps). ``ntnumba/_refine.py``.
-        ``partial_fit`` does not run it (a ``UserWarning`` says so). With ``relabel`` as well the step comes first: the
-        partition recomputed at the start of iteration 2 is judged against its partition.
+        ``partial_fit`` does not run it (a ``UserWarning`` says so). With ``relabel`` as well
+        the step comes first: the partition recomputed at the start of iteration 2 is judged
+        against its partition.
         Another ``assign`` raises a ``ValueError`` (as does ``relabel > 0``).
     max_iter : int, default 1
         Maximum number of iterations (the paper runs 100). With ``assign="graph"`` the
