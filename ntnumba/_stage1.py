@@ -14,6 +14,7 @@ is the tau prior of Stage 2, so :func:`_solve_ratio` is written for generic inpu
 Precision: arrays are read in their own dtype (float32 or float64); every sum, the quartic and
 the returned scores are float64.
 """
+import math
 import sys
 import threading
 from contextlib import contextmanager
@@ -72,6 +73,12 @@ _GRID_MAX = 1024     # the grid is extended (same density) below coordinates of 
 _BISECT = 80         # bisection steps of the safeguard's inner problem
 _GOLDEN = 40         # golden-section steps refining the best grid point
 _REFINE = 3          # local minima of the safeguard's grid that are refined
+# g and v are rescaled (by one exact power of two) when every entry of v is below 2^-128: the
+# quartic's terms are of order v^4 and underflow for v below ~1e-75 (_tiny_v_exponent). The
+# batched passes leave a candidate with Vv below 2^-200 (all such ones) to the generic solvers
+_V_TINY = 2.0 ** -128
+_VV_TINY = 2.0 ** -200
+_G_SCALED_MAX = 400  # the rescaling keeps g below 2^400 (Gg, Vv Gg finite)
 
 
 @_internal()
@@ -384,6 +391,39 @@ def _limit_at_zero(b, g, v, k, lam):
 
 
 @_internal()
+def _tiny_v_exponent(g, v):
+    """The exponent e >= 0 of the power of two that brings max(v) to [1/2, 1) (0: none needed).
+
+    R(a) depends on g and v only through g.a / v.a, unchanged when both are multiplied by 2^e
+    (exactly, as long as nothing overflows). The quartic P(h) is homogeneous of degree 4 in the
+    scale of v (h = v.a, the ratio lam g / v at fixed scale), so its terms are ~ max(v)^4: with
+    every v_j below ~1e-75 they underflow (Vv = sum v^2 / k, Vv Gg, h^4 are 0 or subnormal)
+    and with v_j below ~3e-309 the safeguard's lam / h overflows. Only used when
+    max(v) < _V_TINY, so that problems in the normal range keep exactly their arithmetic; e is
+    capped so that max(g) 2^e stays below 2^_G_SCALED_MAX.
+    """
+    vmax = 0.0
+    gmax = 0.0
+    for j in range(v.shape[0]):
+        vmax = max(vmax, v[j])
+        gmax = max(gmax, g[j])
+    if not (vmax > 0.0 and vmax < _V_TINY):
+        return 0
+    e = -math.frexp(vmax)[1]
+    if gmax > 0.0:
+        e = min(e, _G_SCALED_MAX - math.frexp(gmax)[1])
+    return max(e, 0)
+
+
+@_internal()
+def _scale_gv(g, v, e):
+    """g, v *= 2^e in place (exact: the inverse call restores them bit for bit)."""
+    for j in range(g.shape[0]):
+        g[j] = math.ldexp(g[j], e)
+        v[j] = math.ldexp(v[j], e)
+
+
+@_internal()
 def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
     """Minimise R(a) = sum(k a^2/2 - b a) + lam g.a/v.a over a >= 0 (k > 0, g, v >= 0).
 
@@ -392,8 +432,13 @@ def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
     (float64, 8) are caller-owned scratch. The support iteration runs first; the safeguard runs
     when it fails or, with ``safeguard=True``, always (the better point is kept), together with
     the point of zero ratio term (``a_j = b_j+ / k_j`` where ``g_j = 0``) when that is valid.
+    With every entry of ``v`` tiny, it solves the problem with g and v rescaled by a power of two
+    (:func:`_tiny_v_exponent`); ``g`` and ``v`` are restored exactly on return.
     """
     M = b.shape[0]
+    e = _tiny_v_exponent(g, v)
+    if e > 0:
+        _scale_gv(g, v, e)
     st, R = _si_start(b, g, v, k, lam, a, mask, qbuf)
     if st != OK or safeguard:
         asave = work[1]
@@ -423,7 +468,10 @@ def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
             for j in range(M):
                 a[j] = az[j]
             st, R = OK_SAFEGUARD, Rz
-    return _checked(b, g, v, k, lam, a, st, R)
+    st, R = _checked(b, g, v, k, lam, a, st, R)
+    if e > 0:
+        _scale_gv(g, v, -e)
+    return st, R
 
 
 @_internal()
@@ -453,12 +501,19 @@ def _solve_si(b, g, v, k, lam, a, mask, qbuf):
     settles; ``(GENERIC, inf)`` when it does not (the caller then needs :func:`_solve_ratio`).
 
     The kernels' first pass uses it, so that the safeguard (most of the compiled code of the
-    reduced problem) is compiled only when a problem needs it.
+    reduced problem) is compiled only when a problem needs it. Tiny ``v``: rescaled as there.
     """
+    e = _tiny_v_exponent(g, v)
+    if e > 0:
+        _scale_gv(g, v, e)
     st, R = _si_start(b, g, v, k, lam, a, mask, qbuf)
-    if st != OK:
-        return GENERIC, np.inf
-    return _checked(b, g, v, k, lam, a, st, R)
+    if st == OK:
+        st, R = _checked(b, g, v, k, lam, a, st, R)
+    else:
+        st, R = GENERIC, np.inf
+    if e > 0:
+        _scale_gv(g, v, -e)
+    return st, R
 
 
 @_internal()
@@ -734,8 +789,9 @@ def _check_pass1(b, m, g, ki, t2, v0, cst):
 
 @_internal()
 def _level(Vq, Vg, Vv, Gq, Gg, lam, qbuf):
-    """(ok, h, r) of the quartic on one support's sums; ok False when SI+ cannot continue."""
-    if Vv <= 0.0:
+    """(ok, h, r) of the quartic on one support's sums; ok False when SI+ cannot continue
+    (also for ``Vv < _VV_TINY``: the generic solvers rescale a tiny ``v``)."""
+    if Vv < _VV_TINY:
         return False, 0.0, 0.0
     if lam == 0.0:
         h = Vq

@@ -374,15 +374,14 @@ def test_enumeration_of_a_tiny_nu(q, tau, nu, lam0, best):
     assert v == pytest.approx(ref, rel=1e-7)
 
 
-@pytest.mark.xfail(strict=True, reason="the kernel loses the optimum when the entries of g "
-                   "and v that matter are both subnormal (10.18 against 2.609)")
 def test_kernel_with_subnormal_g_and_v():
     """Found by a random search biased to tiny ``nu`` and ``tau`` (1 case of 1400) with the
     enumeration that handles a tiny ``nu``: ``g_1 = 1.7e-312`` and ``v_2 = 8.1e-313`` alone
     carry the ratio term. The
-    kernel returns soft thresholding without coordinate 1 (10.1841); the enumeration finds
-    2.60935, which the kernel finds too once ``tau_1`` and ``nu_2`` are scaled by 2^1000 (the
-    same ratio)."""
+    kernel returned soft thresholding without coordinate 1 (10.1841; Vv = v_2^2 underflowed to
+    0, and in the safeguard lam / h overflowed); the enumeration finds 2.60935, which the kernel
+    found too once ``tau_1`` and ``nu_2`` were scaled by 2^1000 (the same ratio). The kernel
+    rescales a tiny v, with g, by a power of two itself (``_stage1._tiny_v_exponent``)."""
     q = np.array([-1.625, -4.5, 0.375])
     tau = np.array([4.25584810e-228, -1.66607842e-312, -3.09679896e-293])
     nu = np.array([2.24604442e-216, 0.5, 8.12497822e-313])
@@ -392,6 +391,7 @@ def test_kernel_with_subnormal_g_and_v():
     scaled[1][2] *= 2.0 ** 1000
     assert candidate_nt(q, *scaled, 0.3, 0.03)[1] == pytest.approx(ref, rel=1e-9)
     assert candidate_nt(q, tau, nu, 0.3, 0.03, safeguard=True)[1] <= ref + 1e-7
+    assert candidate_nt(q, tau, nu, 0.3, 0.03)[1] == pytest.approx(ref, rel=1e-9)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

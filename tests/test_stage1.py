@@ -169,6 +169,42 @@ def test_candidate_invalid_cases():
     assert np.isinf(v) and np.all(y == 0)
 
 
+@pytest.mark.parametrize("tau_scale, nu_scale", [
+    (1e-40, 1e-40),      # normal range: the arithmetic of before
+    (1e-100, 1e-100),    # the quartic's terms (~ v^4) underflowed
+    (1e-160, 1e-160),    # v^2 underflowed: Vv = 0 or subnormal
+    (1e-310, 1e-310),    # subnormal g and v: the safeguard's lam / h overflowed
+    (1e-310, 1e-160),    # mixed: tiny g, v of another decade
+    (1.0, 1e-310),       # a normal tau, a subnormal nu
+])
+def test_candidate_and_assign_with_tiny_tau_and_nu(tau_scale, nu_scale):
+    """Kernel (SI+ alone, with the safeguard, and the batched assignment with two dissimilarity
+    and two similarity parameters) against the enumeration, which scales tiny ``v`` itself. The
+    ratio term depends on g, v only through g.a / v.a: the kernel rescales every problem whose
+    v is tiny by a power of two. (tau of 1e-160 with nu of 1e-310 is left out: g / v ~ 1e150,
+    beyond what the enumeration handles.)"""
+    rng = np.random.default_rng(27)
+    finite = 0
+    for _ in range(6):
+        M = int(rng.integers(3, 5))
+        q = 2.0 * rng.standard_normal(M)
+        tau = tau_scale * rng.standard_normal((2, M))
+        nu = nu_scale * rng.standard_normal((2, M))
+        lam0 = float(rng.choice([0.03, 0.3, 1.0]))
+        F = assign(q[None], tau, nu, lam0, LAM, return_details=True)[4]["F"][0]
+        for c1 in range(2):
+            for c2 in range(2):
+                _, ref = naive.candidate_enum(q, tau[c1], nu[c2], lam0, LAM)
+                got = [candidate_nt(q, tau[c1], nu[c2], lam0, LAM, safeguard=sg)[1]
+                       for sg in (False, True)] + [F[c1, c2]]
+                if np.isinf(ref):
+                    assert np.all(np.isinf(got)), (got, ref)
+                    continue
+                finite += 1
+                np.testing.assert_allclose(got, ref, rtol=1e-9)
+    assert finite >= 12  # the cases are not all invalid
+
+
 def test_candidate_argument_errors():
     with pytest.raises(ValueError, match="nu: expected length 3"):
         candidate_nt(np.ones(3), np.ones(3), np.ones(4), LAM, LAM)
