@@ -75,9 +75,10 @@ _GOLDEN = 40         # golden-section steps refining the best grid point
 _REFINE = 3          # local minima of the safeguard's grid that are refined
 # g and v are rescaled (by one exact power of two) when every entry of v is below 2^-128: the
 # quartic's terms are of order v^4 and underflow for v below ~1e-75 (_tiny_v_exponent). The
-# batched passes leave a candidate with Vv below 2^-200 (all such ones) to the generic solvers
+# batched passes leave a candidate with Vv below 2^-100 to the generic solvers (float64): all
+# those, and the float32 passes' sums near float32's subnormal range (v below ~1e-19)
 _V_TINY = 2.0 ** -128
-_VV_TINY = 2.0 ** -200
+_VV_TINY = 2.0 ** -100
 _G_SCALED_MAX = 400  # the rescaling keeps g below 2^400 (Gg, Vv Gg finite)
 
 

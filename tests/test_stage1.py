@@ -205,6 +205,28 @@ def test_candidate_and_assign_with_tiny_tau_and_nu(tau_scale, nu_scale):
     assert finite >= 12  # the cases are not all invalid
 
 
+def test_assign_float32_with_tiny_tau_and_nu():
+    """float32 batched passes: with tau, nu of 1e-22 the sums (v^2 ~ 1e-44) are float32
+    subnormals; such candidates go to the float64 solvers. Against the enumeration."""
+    rng = np.random.default_rng(3)
+    finite = 0
+    for _ in range(30):
+        M = int(rng.integers(3, 5))
+        q = (2.0 * rng.standard_normal(M)).astype(np.float32)
+        tau = (1e-22 * rng.standard_normal((1, M))).astype(np.float32)
+        nu = (1e-22 * rng.standard_normal((1, M))).astype(np.float32)
+        lam0 = float(rng.choice([0.03, 0.3]))
+        F = assign(q[None], tau, nu, lam0, LAM, return_details=True)[4]["F"][0, 0, 0]
+        _, ref = naive.candidate_enum(q.astype(float), tau[0].astype(float),
+                                      nu[0].astype(float), lam0, LAM)
+        if np.isinf(ref):
+            assert np.isinf(F)
+            continue
+        finite += 1
+        assert F == pytest.approx(ref, rel=1e-5)
+    assert finite >= 20
+
+
 def test_candidate_argument_errors():
     with pytest.raises(ValueError, match="nu: expected length 3"):
         candidate_nt(np.ones(3), np.ones(3), np.ones(4), LAM, LAM)
