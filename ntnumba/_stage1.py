@@ -431,8 +431,9 @@ def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
     Writes the minimiser to ``a`` and returns ``(status, R)``; ``R = +inf`` and ``a = 0`` when
     the candidate is invalid. ``mask`` (bool, M), ``work`` (float64, 2 x M) and ``qbuf``
     (float64, 8) are caller-owned scratch. The support iteration runs first; the safeguard runs
-    when it fails or, with ``safeguard=True``, always (the better point is kept), together with
-    the point of zero ratio term (``a_j = b_j+ / k_j`` where ``g_j = 0``) when that is valid.
+    when it fails or settles on a point not below the limit at zero (:func:`_si_checked`) or,
+    with ``safeguard=True``, always (the better point is kept), together with the point of zero
+    ratio term (``a_j = b_j+ / k_j`` where ``g_j = 0``) when that is valid.
     With every entry of ``v`` tiny, it solves the problem with g and v rescaled by a power of two
     (:func:`_tiny_v_exponent`); ``g`` and ``v`` are restored exactly on return.
     """
@@ -440,7 +441,7 @@ def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
     e = _tiny_v_exponent(g, v)
     if e > 0:
         _scale_gv(g, v, e)
-    st, R = _si_start(b, g, v, k, lam, a, mask, qbuf)
+    st, R = _si_checked(b, g, v, k, lam, a, mask, qbuf)
     if st != OK or safeguard:
         asave = work[1]
         if st == OK:
@@ -484,6 +485,19 @@ def _si_start(b, g, v, k, lam, a, mask, qbuf):
 
 
 @_internal()
+def _si_checked(b, g, v, k, lam, a, mask, qbuf):
+    """SI+ from the support {b > 0}, INVALID when its point is not below the limit at zero.
+
+    Such a point is no candidate, but the problem may still have one (found by the safeguard
+    or the point of zero ratio term): INVALID hands it to them.
+    """
+    st, R = _si_start(b, g, v, k, lam, a, mask, qbuf)
+    if st == OK and not (R < _limit_at_zero(b, g, v, k, lam)):
+        st, R = INVALID, np.inf
+    return st, R
+
+
+@_internal()
 def _checked(b, g, v, k, lam, a, st, R):
     """The last step of :func:`_solve_ratio`: INVALID (and ``a = 0``) unless R is below the
     limit at zero."""
@@ -499,7 +513,8 @@ def _checked(b, g, v, k, lam, a, st, R):
 @_internal()
 def _solve_si(b, g, v, k, lam, a, mask, qbuf):
     """:func:`_solve_ratio` without its safeguard: the same ``(status, R)`` and ``a`` when SI+
-    settles; ``(GENERIC, inf)`` when it does not (the caller then needs :func:`_solve_ratio`).
+    settles below the limit at zero; ``(GENERIC, inf)`` otherwise (the caller then needs
+    :func:`_solve_ratio`).
 
     The kernels' first pass uses it, so that the safeguard (most of the compiled code of the
     reduced problem) is compiled only when a problem needs it. Tiny ``v``: rescaled as there.
@@ -507,10 +522,8 @@ def _solve_si(b, g, v, k, lam, a, mask, qbuf):
     e = _tiny_v_exponent(g, v)
     if e > 0:
         _scale_gv(g, v, e)
-    st, R = _si_start(b, g, v, k, lam, a, mask, qbuf)
-    if st == OK:
-        st, R = _checked(b, g, v, k, lam, a, st, R)
-    else:
+    st, R = _si_checked(b, g, v, k, lam, a, mask, qbuf)
+    if st != OK:
         st, R = GENERIC, np.inf
     if e > 0:
         _scale_gv(g, v, -e)

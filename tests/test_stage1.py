@@ -205,6 +205,26 @@ def test_candidate_and_assign_with_tiny_tau_and_nu(tau_scale, nu_scale):
     assert finite >= 12  # the cases are not all invalid
 
 
+@pytest.mark.parametrize("scale", [1.0, 2.0 ** 100])
+def test_candidate_whose_si_point_is_above_the_limit_at_zero(scale):
+    """SI+ settles here on a point that is not below the limit at zero while the safeguard
+    finds a valid minimiser: the candidate must go to the safeguard, not be marked invalid (it
+    was, with ``safeguard=False``: value inf). Tiny tau, nu (rescaled inside) and the same case
+    at normal scale (x 2^100, exact). Kernel and assignment against the enumeration."""
+    q = np.array([1.552, -0.568, 0.0815])
+    tau = scale * np.array([5.38e-41, -1.42e-40, -8.30e-41])
+    nu = scale * np.array([-1.60e-41, -3.69e-41, 1.68e-41])
+    lam0 = 0.3
+    _, ref = naive.candidate_enum(q, tau, nu, lam0, LAM)
+    assert np.isfinite(ref)
+    got = [candidate_nt(q, tau, nu, lam0, LAM, safeguard=sg)[1] for sg in (False, True)]
+    for dtype in (np.float64, np.float32) if scale != 1.0 else (np.float64,):
+        F = assign(q[None].astype(dtype), tau[None], nu[None], lam0, LAM,
+                   return_details=True)[4]["F"]
+        got.append(F[0, 0, 0])
+    np.testing.assert_allclose(got, ref, rtol=1e-6)
+
+
 def test_assign_float32_with_tiny_tau_and_nu():
     """float32 batched passes: with tau, nu of 1e-22 the sums (v^2 ~ 1e-44) are float32
     subnormals; such candidates go to the float64 solvers. Against the enumeration."""
