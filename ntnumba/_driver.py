@@ -438,9 +438,8 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
             if prototypes_due(state, p):  # a step an interrupt left undone (warm_start)
                 changed = prototypes(ctx, state, p, verbose=verbose, stream=stream)
                 if verbose:
-                    what = ("partition kept" if changed is None
-                            else f"new partition: {changed} samples moved")
-                    print(f"iteration {state.n_iter:4d}  {what}", file=stream, flush=True)
+                    print(f"iteration {state.n_iter:4d}  {_partition_note(changed)}",
+                          file=stream, flush=True)
             while state.n_iter < p.max_iter:
                 prev = state.objective_history[-1] if state.objective_history else None
                 changed = kept = None
@@ -465,10 +464,8 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
                            f"elapsed {_fmt_time(el)}  eta {_fmt_time(eta)}")
                     if reseeded:
                         msg += f"  re-seeded clusters {reseeded}"
-                    if changed is not None:
-                        msg += f"  new partition: {changed} samples moved"
-                    elif kept:
-                        msg += "  partition kept"
+                    if changed is not None or kept:
+                        msg += f"  {_partition_note(changed)}"
                     print(msg, file=stream, flush=True)
                 if callback is not None and callback(state):
                     break
@@ -483,6 +480,12 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
         if verbose:
             print(f"interrupted: keeping iteration {state.n_iter}", file=stream, flush=True)
     return state
+
+
+def _partition_note(changed):
+    """The progress note of a relabel or prototype step: ``changed`` samples moved, or None
+    (the partition was kept)."""
+    return "partition kept" if changed is None else f"new partition: {changed} samples moved"
 
 
 def relabel_due(state, p):

@@ -470,7 +470,8 @@ def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
             for j in range(M):
                 a[j] = az[j]
             st, R = OK_SAFEGUARD, Rz
-    st, R = _checked(b, g, v, k, lam, a, st, R)
+        # (SI+'s own point passed this test in _si_checked: only the other points need it)
+        st, R = _checked(b, g, v, k, lam, a, st, R)
     if e > 0:
         _scale_gv(g, v, -e)
     return st, R
