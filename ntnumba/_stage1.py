@@ -577,30 +577,42 @@ def _candidate_scalar(q, tau, nu, lam0, lam1, safeguard):
 
 
 # Flags for the reductions of the fused passes: reassociation lets LLVM vectorise the sums.
-# No 'nnan'/'ninf': +inf is a meaningful value in this module.
+# No 'nnan'/'ninf': +inf is a meaningful value in this module. With 'reassoc', LLVM vectorises
+# a reduction (several partial sums, added at the end); a loop that also stores to an array gets
+# a run-time check that the store does not overlap the arrays it reads (numba cannot tell LLVM
+# that they are distinct), and falls back to the plain loop (one sum, other bits) when the
+# arrays lie within a few vectors of each other in memory, which depends on the heap. So every
+# fastmath reduction below only reads arrays: the same bits wherever the arrays are.
 _FM = {"reassoc", "contract", "nsz", "arcp"}
 
 
 @_internal(fastmath=_FM)
-def _fused_pass(b, g, v, ki, t2, cst, mask):
+def _fused_pass(b, g, v, ki, t2, cst, tsup):
     """One pass of SI+ with everything the next step needs, branch-free.
 
     With the current level ``h`` and ratio ``r`` (``cst = (lh, lh r, 0, 1/2, 1)`` with
-    ``lh = lam / h``, in the dtype of the arrays): the new magnitudes
-    ``a_j = max((b_j - lh (g_j - r v_j)) / k_j, 0)``, the new support (written to ``mask``, a 0/1
-    array of the same dtype; changes counted), the support sums of the next quartic over the
-    new support and the value terms at ``a``. ``lh = r = 0`` gives the start
-    ``a = max(b, 0) / k`` (support ``{b > 0}``).
+    ``lh = lam / h``, in the dtype of the arrays): ``t_j = b_j - lh (g_j - r v_j)``, the new
+    magnitudes ``a_j = max(t_j / k_j, 0)`` and the new support ``{t > 0}``. ``tsup`` holds the
+    ``t`` of the previous pass (its support is ``{tsup > 0}``; a 0/1 array works) and gets this
+    pass's ``t``; the coordinates whose membership changed are counted. Then, from ``tsup``, the
+    support sums of the next quartic over the new support and the value terms at ``a``.
+    ``lh = r = 0`` gives the start ``a = max(b, 0) / k`` (support ``{b > 0}``).
     Returns (changed, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig, dec) where quad = sum a(k a/2 - b),
-    ga = g.a, va = v.a, sig = sum t2 a^2 and dec = -1/2 sum b^2/k over {a > 0, g = v = 0}, all
-    in the dtype of the arrays.
+    ga = g.a, va = v.a, sig = sum t2 a^2 and dec = -1/2 sum b^2/k over {a > 0, g = v = 0}, in
+    the dtype of the arrays (``changed`` an integer).
     """
     lh = cst[0]
     lr = cst[1]
     zero = cst[2]
     half = cst[3]
     one = cst[4]
-    changed = zero
+    # the stores, and an integer count (no floating-point sum in a loop that stores, see _FM)
+    changed = 0
+    for j in range(b.shape[0]):
+        t = b[j] - lh * g[j] + lr * v[j]
+        changed += 0 if (t > zero) == (tsup[j] > zero) else 1
+        tsup[j] = t
+    # the sums: loads only (see _FM)
     Vq = zero
     Vg = zero
     Vv = zero
@@ -616,12 +628,9 @@ def _fused_pass(b, g, v, ki, t2, cst, mask):
         gj = g[j]
         vj = v[j]
         kij = ki[j]
-        t = bj - lh * gj + lr * vj
+        t = tsup[j]
         ins = t > zero
         mi = one if ins else zero
-        dm = mi - mask[j]
-        changed += dm * dm
-        mask[j] = mi
         a = t * kij if ins else zero
         vk = vj * kij * mi
         gk = gj * kij * mi
@@ -643,13 +652,13 @@ def _fused_pass(b, g, v, ki, t2, cst, mask):
 # float64 literal promotes the loop. Sums are returned in that dtype and widened by the caller.
 
 @_internal(fastmath=_FM)
-def _first_sums2(w, m, sg, tp, tn, g, ki, v0, v1, zero):
+def _first_sums2(w, m, g, ki, v0, v1, zero):
     """Support sums of the first SI+ pass for the two candidates ``(c1, c2)``, ``(c1, c2 + 1)``.
 
     The first support S0 = {b > 0} is the same for every candidate of a sample: ``w = max(b, 0)``,
-    ``m = [b > 0]``, ``sg = sign(q)``. Also writes ``g`` (the part of ``tau_c1 = tp - tn`` of
-    the sign of q, 0 where q = 0). Returns (Gq, Gg, Vq0, Vg0, Vv0, Vq1, Vg1, Vv1); Gq, Gg
-    depend on c1 only.
+    ``m = [b > 0]``; ``g`` is the part of ``tau_c1`` of the sign of q (:func:`_gather`).
+    Returns (Gq, Gg, Vq0, Vg0, Vv0, Vq1, Vg1, Vv1); Gq, Gg depend on c1 only.
+    Loads only, as every reduction of this module: see :data:`_FM`.
     """
     Gq = zero
     Gg = zero
@@ -660,9 +669,7 @@ def _first_sums2(w, m, sg, tp, tn, g, ki, v0, v1, zero):
     Vg1 = zero
     Vv1 = zero
     for j in range(w.shape[0]):
-        s = sg[j]
-        gj = tp[j] if s > zero else (tn[j] if s < zero else zero)
-        g[j] = gj
+        gj = g[j]
         kij = ki[j]
         wk = w[j] * kij
         mk = m[j] * kij
@@ -681,7 +688,7 @@ def _first_sums2(w, m, sg, tp, tn, g, ki, v0, v1, zero):
 
 
 @_internal(fastmath=_FM)
-def _first_sums1(w, m, sg, tp, tn, g, ki, v0, zero):
+def _first_sums1(w, m, g, ki, v0, zero):
     """:func:`_first_sums2` for one candidate: (Gq, Gg, Vq, Vg, Vv)."""
     Gq = zero
     Gg = zero
@@ -689,9 +696,7 @@ def _first_sums1(w, m, sg, tp, tn, g, ki, v0, zero):
     Vg0 = zero
     Vv0 = zero
     for j in range(w.shape[0]):
-        s = sg[j]
-        gj = tp[j] if s > zero else (tn[j] if s < zero else zero)
-        g[j] = gj
+        gj = g[j]
         kij = ki[j]
         wk = w[j] * kij
         mk = m[j] * kij
@@ -824,10 +829,11 @@ def _level(Vq, Vg, Vv, Gq, Gg, lam, qbuf):
 
 
 @_internal()
-def _si_from(b, g, v, ki, t2, lam, mask, cst, qbuf, h, r):
-    """SI+ continued by fused passes from the level (h, r) with the support in ``mask``.
+def _si_from(b, g, v, ki, t2, lam, tsup, cst, qbuf, h, r):
+    """SI+ continued by fused passes from the level (h, r) with the support ``{tsup > 0}``.
 
-    ``mask``: 0/1 array, ``cst``: scratch ``(., ., 0, 1/2, 1)``, both of the dtype of ``b``.
+    ``tsup``: the support (a 0/1 array; scratch of :func:`_fused_pass`), ``cst``: scratch
+    ``(., ., 0, 1/2, 1)``, both of the dtype of ``b``.
     Returns (status, R, sP, h, r): status OK, or INVALID when the generic path must decide (no
     mass of v, no admissible root, no convergence, or R not clearly below the limit at zero).
     The magnitudes are not stored: they follow from (h, r), see :func:`_write_a`.
@@ -837,7 +843,7 @@ def _si_from(b, g, v, ki, t2, lam, mask, cst, qbuf, h, r):
         cst[0] = lh
         cst[1] = lh * r
         (ch, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig,
-         dec) = _fused_pass(b, g, v, ki, t2, cst, mask)
+         dec) = _fused_pass(b, g, v, ki, t2, cst, tsup)
         if ch == 0:
             va = np.float64(va)
             if not va > 0.0:
@@ -932,7 +938,6 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
     b = np.empty(M, dtype=dt)
     w = np.empty(M, dtype=dt)
     m = np.empty(M, dtype=dt)
-    sg = np.empty(M, dtype=dt)
     g = np.empty(M, dtype=dt)
     V = np.empty((Cs, M), dtype=dt)
     cst = np.zeros(7, dtype=dt)
@@ -981,7 +986,6 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
             inside = bj > 0.0
             w[j] = bj if inside else 0.0
             m[j] = 1.0 if inside else 0.0
-            sg[j] = 1.0 if qj > 0.0 else (-1.0 if qj < 0.0 else 0.0)
         for c2 in range(Cs):
             _gather(q, npos[c2], nneg[c2], V[c2])
         f1 = -1
@@ -1004,8 +1008,7 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
             k = kmat[c1]
             ki = kimat[c1]
             t2 = tsq[c1]
-            if safeguard:
-                _gather(q, tpos[c1], tneg[c1], g)
+            _gather(q, tpos[c1], tneg[c1], g)
             c2 = 0
             while c2 < Cs:
                 if prune:
@@ -1033,8 +1036,8 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
                 elif npair == 2:
                     v0 = V[c2]
                     v1 = V[c2 + 1]
-                    Gq, Gg, Vq0, Vg0, Vv0, Vq1, Vg1, Vv1 = _first_sums2(
-                        w, m, sg, tpos[c1], tneg[c1], g, ki, v0, v1, zero)
+                    Gq, Gg, Vq0, Vg0, Vv0, Vq1, Vg1, Vv1 = _first_sums2(w, m, g, ki, v0, v1,
+                                                                        zero)
                     ok0, h0, r0 = _level(np.float64(Vq0), np.float64(Vg0),
                                          np.float64(Vv0), np.float64(Gq), np.float64(Gg),
                                          lam0, qbuf)
@@ -1057,8 +1060,7 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
                         m, fmask, fcst, qbuf)
                 else:
                     v0 = V[c2]
-                    Gq, Gg, Vq0, Vg0, Vv0 = _first_sums1(w, m, sg, tpos[c1], tneg[c1], g, ki, v0,
-                                                         zero)
+                    Gq, Gg, Vq0, Vg0, Vv0 = _first_sums1(w, m, g, ki, v0, zero)
                     ok0, h0, r0 = _level(np.float64(Vq0), np.float64(Vg0),
                                          np.float64(Vv0), np.float64(Gq), np.float64(Gg),
                                          lam0, qbuf)

@@ -62,7 +62,9 @@ from ._stage1 import GENERIC, INVALID, _as_float_2d, _solve_ratio, _solve_si
 from ._validation import as_float_array, check_scalar
 
 # Reassociation for the reductions over coordinates (vectorised sums); no 'nnan'/'ninf'.
-# Per-row (per-sample) sums do not depend on the thread count.
+# Per-row (per-sample) sums do not depend on the thread count. A loop with such a sum only
+# reads arrays: with a store, the sum's bits would depend on where the arrays lie in memory
+# (see ntnumba._stage1._FM).
 _FMR = {"reassoc", "contract", "nsz", "arcp"}
 
 _BS = 256             # column block of the grouped-sum kernels
@@ -212,12 +214,14 @@ def _group_sums(start, stop, Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
                 qv = np.float64(Q[i, j0 + jj])
                 yv = np.float64(Y[i, j0 + jj])
                 s_q[jj] += qv
-                s_qq += qv * qv
                 s_y[jj] += yv * yv
                 if yv > 0.0:
                     s_p[jj] += wi * yv
                 else:
                     s_m[jj] -= wi * yv
+            for jj in range(L):  # loads only (see _FMR)
+                qv = np.float64(Q[i, j0 + jj])
+                s_qq += qv * qv
         for jj in range(L):
             sq[g, j0 + jj] = s_q[jj]
             bp[g, j0 + jj] = s_p[jj]

@@ -4,8 +4,9 @@ import threading
 import numba
 import numpy as np
 import pytest
+from numba import njit
 
-from ntnumba import _parallel
+from ntnumba import _parallel, _stage1
 from ntnumba._parallel import blas_limit, matmul, run_blocks
 
 
@@ -332,3 +333,83 @@ def test_two_fits_in_two_threads_equal_the_sequential_fits_bit_for_bit():
             t.join()
         for ref, got in zip(seq, out):
             _assert_same_fit(got, ref)
+
+
+# ------------------------------------------------------------ the same bits wherever arrays lie
+# LLVM vectorises a fastmath reduction into several partial sums; when the loop also stores to
+# an array, it adds a run-time check that the store does not overlap the arrays read and runs
+# the plain loop (one sum, other bits) when they lie within a few vectors of each other. Where
+# numba's allocator puts a kernel's scratch depends on the heap (thread, earlier calls): the
+# float32 transform of a model and of its reloaded copy once differed by 1 ulp in three rows.
+@njit
+def _first_sums2_of(w, m, g, ki, v0, v1, zero):
+    return _stage1._first_sums2(w, m, g, ki, v0, v1, zero)
+
+
+@njit
+def _fused_pass_of(b, g, v, ki, t2, cst, tsup):
+    return _stage1._fused_pass(b, g, v, ki, t2, cst, tsup)
+
+
+def _placed(arrays, rng):
+    """Copies of the 1-D ``arrays`` in one buffer, in a random order, with gaps of 0-39 entries."""
+    buf = np.zeros(sum(a.size + 40 for a in arrays) + 16, dtype=arrays[0].dtype)
+    out, pos = [None] * len(arrays), int(rng.integers(0, 16))
+    for k in rng.permutation(len(arrays)):
+        out[k] = buf[pos:pos + arrays[k].size]
+        out[k][:] = arrays[k]
+        pos += arrays[k].size + int(rng.integers(0, 40))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_stage1_passes_give_the_same_bits_wherever_their_arrays_lie(dtype):
+    rng = np.random.default_rng(0)
+    for M in (5, 10, 13):
+        b, g, v0, v1, t2 = rng.standard_normal((5, M)).astype(dtype)
+        w, m = np.maximum(b, 0), (b > 0).astype(dtype)
+        ki = (1.0 / (1.0 + rng.random(M))).astype(dtype)
+        cst = np.array([0.3, 0.05, 0.0, 0.5, 1.0], dtype=dtype)
+        sums, fused = set(), set()
+        for _ in range(60):
+            sums.add(np.array(_first_sums2_of(*_placed([w, m, g, ki, v0, v1], rng),
+                                              dtype(0)), dtype=dtype).tobytes())
+            bb, gg, vv, kk, tt, tsup = _placed([b, g, v0, ki, t2, m], rng)
+            out = _fused_pass_of(bb, gg, vv, kk, tt, cst, tsup)
+            fused.add(np.array(out, dtype=np.float64).tobytes() + tsup.tobytes())
+        assert len(sums) == 1 and len(fused) == 1, M
+
+
+def test_no_fastmath_loop_both_stores_and_sums():
+    # The kernels' scratch is allocated inside them, out of a test's reach: check the compiled
+    # code instead. A vectorised loop body that stores and carries a floating-point vector
+    # accumulator is such a loop (the stores of a loop that only adds elementwise are fine).
+    import re
+
+    from ntnumba import NTClustering, _theta
+    X = np.random.default_rng(0).standard_normal((40, 4))
+    for dtype in (np.float32, np.float64):  # compiles (or loads) the kernels of both dtypes
+        NTClustering(2, n_components=8, max_iter=2, random_state=0).fit(X.astype(dtype))
+        _first_sums2_of(*np.ones((6, 4), dtype=dtype), dtype(0))
+        _fused_pass_of(*np.ones((5, 4), dtype=dtype), np.ones(5, dtype=dtype),
+                       np.ones(4, dtype=dtype))
+    accumulator = re.compile(r"%vec\.phi[\w.]* = phi [a-z ]*<\d+ x (float|double)>")
+    checked, offenders, sums = set(), [], 0
+    for mod in (_stage1, _theta):
+        for name, obj in vars(mod).items():
+            if not (isinstance(obj, numba.core.registry.CPUDispatcher)
+                    and obj.targetoptions.get("fastmath")):
+                continue
+            # a fresh copy: numba does not show the code of kernels loaded from its cache
+            fresh = numba.jit(**dict(obj.targetoptions, cache=False))(obj.py_func)
+            for sig in obj.signatures:
+                fresh.compile(sig)
+                checked.add(name)
+            for ir in fresh.inspect_llvm().values():
+                for block in re.split(r"\n(?=[\w.$-]+:)", ir):
+                    if block.startswith("vector.body") and accumulator.search(block):
+                        sums += 1  # the pattern still finds the vectorised sums
+                        if re.search(r"store <\d+ x", block):
+                            offenders.append(name)
+    assert {"_first_sums2", "_fused_pass", "_group_sums"} <= checked and sums > 0
+    assert not offenders
