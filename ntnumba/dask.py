@@ -88,6 +88,26 @@ def _shipped_bytes(obj):
     return len(head) + sum(memoryview(b).nbytes for b in buffers)
 
 
+def _block_arg(obj):
+    """``obj`` as an argument of every block task of a lazy dask array: itself when small
+    (:func:`_shipped_bytes` at most :data:`_SCATTER_BYTES`), else one node of the graph
+    (``dask.delayed``) that every block task refers to, so that it travels once to each worker
+    instead of being pickled into every task. Unlike a scattered future, the node does not tie
+    the array to the client that was active when it was built.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dask.delayed import Delayed
+    >>> from ntnumba.dask import _block_arg
+    >>> _block_arg("small"), isinstance(_block_arg(np.zeros(10 ** 5)), Delayed)
+    ('small', True)
+    """
+    if _shipped_bytes(obj) <= _SCATTER_BYTES:
+        return obj
+    return dask.delayed(obj, pure=False)
+
+
 def _on_worker(fn, n_threads, *args):
     """Run a block function with ``n_threads`` numba threads and one BLAS thread."""
     import numba
@@ -526,7 +546,8 @@ class NTClustering(_NTClustering):
         loc = self._local()
         if isinstance(X, da.Array):
             X = _as_dask(X)
-            return X.map_blocks(_predict_block, loc, reject, dtype=np.int64, drop_axis=1)
+            return X.map_blocks(_predict_block, _block_arg(loc), reject, dtype=np.int64,
+                                drop_axis=1, meta=np.empty((0,), dtype=np.int64))
         return loc.predict(X, reject=reject)
 
     def predict_proba(self, X):
@@ -556,8 +577,9 @@ class NTClustering(_NTClustering):
         loc = self._local()
         if isinstance(X, da.Array):
             X = _as_dask(X)
-            return X.map_blocks(_proba_block, loc, dtype=np.float64,
-                                chunks=(X.chunks[0], (loc.n_clusters,)))
+            return X.map_blocks(_proba_block, _block_arg(loc), dtype=np.float64,
+                                chunks=(X.chunks[0], (loc.n_clusters,)),
+                                meta=np.empty((0, 0), dtype=np.float64))
         return loc.predict_proba(X)
 
     def set_output(self, *, transform=None):
@@ -614,8 +636,9 @@ class NTClustering(_NTClustering):
         if isinstance(X, da.Array):
             X = _as_dask(X)
             M = loc.components_.shape[0]
-            return X.map_blocks(_transform_block, loc, dtype=loc.components_.dtype,
-                                chunks=(X.chunks[0], (M,)))
+            return X.map_blocks(_transform_block, _block_arg(loc), dtype=loc.components_.dtype,
+                                chunks=(X.chunks[0], (M,)),
+                                meta=np.empty((0, 0), dtype=loc.components_.dtype))
         return loc.transform(X)
 
     def score(self, X, y=None):
@@ -645,7 +668,8 @@ class NTClustering(_NTClustering):
         loc = self._local()
         if isinstance(X, da.Array):
             X = _as_dask(X)
-            parts = [dask.delayed(_score_block)(b, loc) for b in X.to_delayed().ravel()]
+            est = _block_arg(loc)
+            parts = [dask.delayed(_score_block)(b, est) for b in X.to_delayed().ravel()]
             return float(sum(dask.compute(*parts)))
         return loc.score(X)
 

@@ -281,3 +281,45 @@ def test_shared_pass_arguments_are_scattered_once(client, monkeypatch):
     assert len(inline) > 6
     big = [a for a in inline if a[2] > _SCATTER_BYTES]
     assert not big, big
+
+
+def test_inference_ships_the_estimator_once_not_with_every_block(client, monkeypatch):
+    """predict, predict_proba, transform and score of a dask array refer every block's task to
+    one node holding the fitted estimator: no block task carries more than the scatter
+    threshold (before: the estimator, here ~0.4 MB, was pickled into each of them)."""
+    import pickle
+
+    import dask
+    from dask.core import flatten
+
+    from ntnumba.dask import _SCATTER_BYTES
+    from ntnumba.dask import NTClustering as DaskNT
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), 200)
+    X = 2 * rng.standard_normal((3, 64))[y] + rng.standard_normal((600, 64))
+    Xd = da.from_array(X, chunks=(100, 64))
+    model = DaskNT(3, n_components=64, random_state=0).fit(Xd, client=client)
+    local = model.to_local()
+    assert len(pickle.dumps(local)) > 2 * _SCATTER_BYTES
+
+    def task_sizes(graph, keys):
+        graph = dict(graph)
+        return [len(pickle.dumps(graph[k])) for k in keys]
+
+    for name in ("predict", "predict_proba", "transform"):
+        out = getattr(model, name)(Xd)
+        sizes = task_sizes(out.__dask_graph__(), list(flatten(out.__dask_keys__())))
+        assert len(sizes) == 6 and max(sizes) <= _SCATTER_BYTES, (name, sizes)
+        np.testing.assert_array_equal(out.compute(), getattr(local, name)(X), err_msg=name)
+    parts = []
+    compute = dask.compute
+
+    def spy(*args, **kwargs):  # the per-block tasks of score
+        parts.extend(args)
+        return compute(*args, **kwargs)
+
+    monkeypatch.setattr(dask, "compute", spy)
+    score = model.score(Xd)
+    sizes = [task_sizes(p.__dask_graph__(), [p.key])[0] for p in parts]
+    assert len(sizes) == 6 and max(sizes) <= _SCATTER_BYTES, sizes
+    assert score == pytest.approx(local.score(X), rel=1e-12)
