@@ -68,8 +68,9 @@ class Params:
     n_shared: object = DEFAULT_SHARED
     # what the graph's similarity needs from the data (ntnumba/_select.py): "auto" or "as-is"
     representation: str = "auto"
-    # graph rule: the partition is computed again from the learned map after each of the
-    # first ``relabel`` iterations (ntnumba/_refine.py); 0: the initial partition is kept
+    # graph rule: the partition is computed again from the data's graph and the learned map's
+    # after each of the first ``relabel`` iterations (ntnumba/_refine.py); 0: the initial
+    # partition is kept
     relabel: int = 0
     # graph rule: after the first iteration the learned model's nearest-mean partition replaces
     # the graph partition when a coarser graph says it cuts less (ntnumba/_refine.py)
@@ -498,15 +499,15 @@ def relabel_due(state, p):
 
 
 def relabel(ctx, state, p, rng, verbose=0):
-    """The graph partition of the reference set recomputed from the learned map ``state.A``
-    (:func:`ntnumba._refine.repartition`), extended to the other rows by the k-NN vote, into
-    ``ctx`` and ``state``; returns the number of reference samples whose label changed, None
-    when the current partition is kept."""
-    Qref = compute_Q(ctx.ref_X, state.A, p.learn_transform)
+    """The reference set's partition recomputed from the co-association graph of the data's
+    graph and the graph of the learned map ``state.A`` (:func:`ntnumba._refine.refine`),
+    extended to the other rows by the k-NN vote, into ``ctx`` and ``state``; returns the
+    number of reference samples whose label changed, None when the partition is unchanged."""
+    Zref = _refine.metric_rows(ctx.ref_X, state.A)  # the angles of A x, n x N
     old = np.asarray(ctx.ref_labels, dtype=np.int64)
-    lab, info = _refine.refine(ctx.ref_X, Qref, old, p, rng.randint(_INT32_MAX),
+    lab, info = _refine.refine(ctx.ref_X, Zref, old, state.graph, p, rng.randint(_INT32_MAX),
                                n_shared=int(state.graph["n_shared"]), verbose=verbose)
-    if info is None:  # the current partition is kept
+    if info is None or info["moved"] == 0:  # the current partition is kept
         return None
     return _new_partition(ctx, state, lab, old, p, rng, verbose)
 

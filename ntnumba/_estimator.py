@@ -230,22 +230,26 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         (``ntnumba/_select.py``, ``docs/dev_results.md``). ``"as-is"``: neither.
     relabel : int, default 0
         ``assign="graph"`` with a learned map: after each of the first ``relabel`` iterations
-        the graph partition is computed again from the representations ``A x`` of the
-        *learned* ``A`` (which the iteration fitted, with ``tau`` and ``nu``, to the current
-        partition; its ``n_shared`` leading within-cluster directions removed), and the next
-        iteration fits the model to it. The new partition is kept only if it has a smaller
-        normalised cut of the learned representations' k-NN graph than the current one (a
-        trust region), and never when a representation rule of ``representation="auto"``
-        applies (at most 16 features, or features of very different scales: the learned map
-        does not carry those rules). Needs ``max_iter >= relabel + 1`` (else a ``UserWarning``:
-        the steps without a following iteration are not run); ``relabel > 0`` with
-        ``learn_transform=False`` or another ``assign`` raises a ``ValueError``. The partition
-        the fit started from stays in ``initial_labels_``. 0: the initial partition is kept.
-        Not the default: on the development suite (``docs/dev_results.md``, 5 seeds, 24 sets)
-        ``relabel=1, max_iter=2`` raised the mean CA over the initial partition by 0.18
-        points, left the mean NMI where it was (-0.01) and doubles the fit time; the page has
-        what it changes per data set. ``ntnumba/_refine.py``. ``partial_fit`` does not
-        relabel (its reference set is the first chunk; a ``UserWarning`` says so).
+        the partition is computed again, and the next iteration fits the model to it. The
+        new partition adds the *learned* map's view to the data's graph: the k-NN graphs of
+        the samples (the initial partition's) and of their representations ``A x`` under the
+        learned ``A`` (which the iteration fitted, with ``tau`` and ``nu``, to the current
+        partition; its ``n_shared`` leading within-cluster directions removed) are summed,
+        every edge weighted by the share of two partitions, the current one and the learned
+        graph's own, that keep its ends in one cluster (1, 1/2 or 0), and that graph is
+        partitioned (``ntnumba/_refine.py``). Nothing is recomputed when a representation
+        rule of ``representation="auto"`` applies (at most 16 features, or features of very
+        different scales: the learned map does not carry those rules). Needs
+        ``max_iter >= relabel + 1`` (else a ``UserWarning``: the steps without a following
+        iteration are not run); ``relabel > 0`` with ``learn_transform=False`` or another
+        ``assign`` raises a ``ValueError``. The partition the fit started from stays in
+        ``initial_labels_``. 0: the initial partition is kept. Not the default: on the
+        development suite (``docs/dev_results.md``, 5 seeds, 24 sets) ``relabel=1,
+        max_iter=2`` raised the mean CA over the initial partition by +0.51 points and
+        the mean NMI by +0.35, but changed them by -0.13 and -0.11 on the held-out check set
+        (``docs/dev_check.md``, 5 seeds, 19 sets), and it takes 1.5-1.8 times the fit time.
+        ``partial_fit`` does not relabel (its reference set is the first chunk; a
+        ``UserWarning`` says so).
     prototypes : bool, default False
         ``assign="graph"``: after the first iteration (which fits ``A``, ``tau``, ``nu`` to the
         graph partition) the learned model's own partition, nearest-mean steps in the metric

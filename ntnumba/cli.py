@@ -581,9 +581,9 @@ def _add_fit_options(p):
                    help="shared directions removed by the graph rule: 'auto', an integer, or "
                         f"candidates separated by commas (default {d['n_shared']})")
     g.add_argument("--relabel", type=_nonneg_int, default=d["relabel"], metavar="R",
-                   help="graph rule: recompute the partition from the learned map after each "
-                        "of the first R iterations (needs --max-iter >= R + 1 and a learned "
-                        f"map; default {d['relabel']})")
+                   help="graph rule: recompute the partition from the data's graph and the "
+                        "learned map's after each of the first R iterations (needs "
+                        f"--max-iter >= R + 1 and a learned map; default {d['relabel']})")
     g.add_argument("--prototypes", action="store_true",
                    help="graph rule: after the first iteration, the learned model's "
                         "nearest-mean partition where a coarser graph says it cuts less")

@@ -65,3 +65,14 @@ def prototype_partition(Z, labels, n_clusters, max_steps=30):
             break
         labels = new
     return np.array(labels)
+
+
+def coassociation_weights(W, partitions):
+    """Dense loops: W[i, j] times the fraction of the partitions with P[i] == P[j]."""
+    W = np.asarray(W, dtype=np.float64)
+    out = np.zeros_like(W)
+    for i in range(W.shape[0]):
+        for j in range(W.shape[1]):
+            together = sum(1 for P in partitions if P[i] == P[j])
+            out[i, j] = W[i, j] * together / len(partitions)
+    return out

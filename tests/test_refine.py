@@ -28,18 +28,48 @@ def test_match_labels_matches_brute_force(seed):
     assert len(pairs) == len({a for a, _ in pairs}) == len({b for _, b in pairs})
 
 
-def test_repartition_is_the_graph_partition_renamed():
-    rng = np.random.default_rng(1)
-    X = np.repeat(3.0 * rng.standard_normal((3, 12)), 20, axis=0)
-    X += 0.3 * rng.standard_normal(X.shape)
-    Q = X @ rng.standard_normal((40, 12)).T
-    p = _driver.Params(3, 40)
-    cur = rng.integers(0, 3, 60)
-    new, info = R.repartition(Q, cur, p, 7)
-    raw, info_raw = graph_partition(Q, 3, n_shared=0, random_state=7)
-    want, _ = naive_refine.match_labels(raw, cur, 3)
+@pytest.mark.parametrize("seed", range(3))
+def test_coassociation_weights_match_naive(seed):
+    rng = np.random.default_rng(seed)
+    n = 15
+    W = rng.random((n, n)) * (rng.random((n, n)) < 0.4)
+    W = W + W.T
+    parts = [rng.integers(0, 3, n) for _ in range(1 + seed)]
+    np.testing.assert_allclose(R.coassociation_weights(W, parts).toarray(),
+                               naive_refine.coassociation_weights(W, parts), atol=1e-15)
+
+
+def test_refine_partitions_the_coassociation_graph(monkeypatch):
+    """The step is: the data's graph and the learned rows' graph, the learned graph's spectral
+    partition, both partitions' co-association on the sum of the graphs, its partition."""
+    from ntnumba import _graph
+    from ntnumba._graph import cluster_qr, graph_rows, shared_directions, spectral_embedding
+
+    X, y, wrong = _planted(0)
+    rng = np.random.default_rng(5)
+    Z = X @ rng.standard_normal((X.shape[1], X.shape[1]))
+    mean, V = shared_directions(X, 0)
+    p = _driver.Params(3, 60)
+    seen = {}
+    real = R.coassociation_weights
+
+    def spy(W, parts):
+        seen["W"], seen["parts"] = W.toarray(), [np.array(q) for q in parts]
+        return real(W, parts)
+
+    monkeypatch.setattr(R, "coassociation_weights", spy)
+    new, info = R.refine(X, Z, wrong, {"mean": mean, "V": V}, p, 3, n_shared=1)
+    Wx = _graph.knn_graph(*_graph.knn_search(graph_rows(X, mean, V), 5, exclude_self=True))
+    Wa = R.graph_of_rows(naive_refine.within_rows(Z, wrong, 1), 5)
+    np.testing.assert_allclose(seen["W"], (Wx + Wa).toarray(), atol=1e-12)
+    np.testing.assert_array_equal(seen["parts"][0], wrong)
+    np.testing.assert_array_equal(seen["parts"][1],
+                                  cluster_qr(spectral_embedding(Wa, 3, random_state=3)[1]))
+    Wc = naive_refine.coassociation_weights(seen["W"], seen["parts"])
+    want = cluster_qr(spectral_embedding(Wc, 3, random_state=3)[1])
+    want, _ = naive_refine.match_labels(want, wrong, 3)
     np.testing.assert_array_equal(new, want)
-    assert info["n_shared"] == info_raw["n_shared"]
+    assert info["moved"] == int(np.count_nonzero(new != wrong))
 
 
 def _planted(seed, C=3, n_per=30, N=20, n_wrong=18):
@@ -147,25 +177,19 @@ def test_normalised_cut_matches_naive(seed):
                                                         rel=1e-12)
 
 
-def test_refine_keeps_the_partition_when_the_new_one_cuts_more(monkeypatch):
-    X, y, _ = _planted(0, n_wrong=0)
-    p = _driver.Params(3, 20, n_shared=0)
-    bad = np.random.default_rng(0).integers(0, 3, y.size)
-    monkeypatch.setattr(R, "repartition", lambda Q, lab, p, rs, verbose=0: (
-        bad, graph_partition(Q, 3, n_shared=0, random_state=rs)[1]))
-    lab, info = R.refine(X, X, y, p, 0)
-    np.testing.assert_array_equal(lab, y)
-    assert info is None
-
-
 def test_refine_skips_data_the_representation_rules_change():
+    from ntnumba._graph import shared_directions
+
     X, y, wrong = _planted(0)
     p = _driver.Params(3, 60)
     for Xr in (X[:, :5], X * np.logspace(0, 3, X.shape[1])):  # few features; scales
-        lab, info = R.refine(Xr, Xr, wrong, p, 0)
+        mean, V = shared_directions(Xr, 0)
+        lab, info = R.refine(Xr, Xr, wrong, {"mean": mean, "V": V}, p, 0)
         np.testing.assert_array_equal(lab, wrong)
         assert info is None
-    lab, _ = R.refine(X[:, :5], X[:, :5], wrong, replace(p, representation="as-is"), 0)
+    mean, V = shared_directions(X[:, :5], 0)
+    lab, _ = R.refine(X[:, :5], X[:, :5], wrong, {"mean": mean, "V": V},
+                      replace(p, representation="as-is"), 0)
     assert clustering_accuracy(y, lab) == 1.0
 
 
