@@ -63,6 +63,9 @@ and nothing changes.
   -0.13 / -0.10 (5 seeds: -0.13 / -0.11, up 3, down 3); in the suite's own run (5 seeds,
   ``docs/dev_results.md``) +0.51 / +0.35, at or above KMeans on 22 sets (the default 20);
   two such steps (``relabel=2, max_iter=3``, the suite's run, 1 seed): +0.06 / -0.12.
+  The same with the shares squared (an edge one partition cuts weighs 1/4): +0.48 / +0.35;
+  with a third partition, the learned map's graph without the within-cluster directions
+  removed: +0.43 / +0.35 (up 9, down 4).
 
 None of them is the default: every one changes only a few percent of the labels, the gains
 are a fraction of a point and the check set does not confirm them (the kept variant loses
