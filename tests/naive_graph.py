@@ -53,3 +53,39 @@ def row_matches(X, ref):
                 out[i] = j
                 break
     return out
+
+
+def reverse_ranks(idx):
+    """back[i, t] = position of i in the list of j = idx[i, t] (L if absent or j < 0), by a
+    scan of that list."""
+    n, L = idx.shape
+    back = np.full((n, L), L, dtype=np.int64)
+    for i in range(n):
+        for t in range(L):
+            j = idx[i, t]
+            if j < 0:
+                continue
+            for u in range(L):
+                if idx[j, u] == i:
+                    back[i, t] = u
+                    break
+    return back
+
+
+def mutual_rank_graph(Y, k, L):
+    """Dense W = (K + K^T) / 2 with K_ij = S_ij exp(-(t + b) / k) for j the t-th (t < k) most
+    similar row to i and b the position of i among the L most similar rows to j (L if
+    absent), from a full sort of every row's similarities."""
+    n = len(Y)
+    idx, sim = knn(Y, L, exclude_self=True)
+    K = np.zeros((n, n))
+    for i in range(n):
+        for t in range(k):
+            j = idx[i, t]
+            b = L
+            for u in range(L):
+                if idx[j, u] == i:
+                    b = u
+                    break
+            K[i, j] = sim[i, t] * math.exp(-(t + b) / k)
+    return (K + K.T) / 2

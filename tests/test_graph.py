@@ -332,6 +332,39 @@ def test_pair_similarity_and_knn_graph_match_naive():
     assert got[1, 1] == 0.0
 
 
+def test_reverse_ranks_match_naive():
+    rng = np.random.default_rng(3)
+    idx = np.stack([rng.permutation(12)[:5] for _ in range(12)])
+    idx[idx == np.arange(12)[:, None]] = -1          # no self entries; -1 are gaps
+    idx[2, 4] = -1
+    np.testing.assert_array_equal(G.reverse_ranks(idx), naive_graph.reverse_ranks(idx))
+
+
+@pytest.mark.parametrize("k, L", [(4, 16), (3, 3), (5, 29)])
+def test_mutual_rank_graph_matches_naive(k, L):
+    Y = _codes(15, n=30)
+    W = G.mutual_rank_graph(*G.knn_search(Y, L, exclude_self=True, method="exact"), k)
+    np.testing.assert_allclose(W.toarray(), naive_graph.mutual_rank_graph(Y, k, L), atol=1e-12)
+
+
+def test_graph_partition_uses_the_mutual_rank_graph():
+    """The default partition is the spectral partition of the naive mutual-rank graph over
+    ``RANK_LISTS k`` neighbours; ``weighting="similarity"`` that of the plain k-NN graph."""
+    X, y = _planted(1, C=3, n_per=30, shared=0, noise=2.5)   # overlapping: the graphs differ
+    Y = G.graph_rows(X, X.mean(axis=0), np.zeros((0, X.shape[1])))
+    cuts = []
+    for weighting, W in (("mutual-rank", naive_graph.mutual_rank_graph(Y, 5, 5 * G.RANK_LISTS)),
+                         ("similarity", naive_graph.knn_graph(Y, 5))):
+        lab, info = G.graph_partition(X, 3, n_shared=0, random_state=0, weighting=weighting)
+        _, maps, cut = G.spectral_embedding(sparse.csr_matrix(W), 3, random_state=0)
+        assert info["ncut"][0] == pytest.approx(cut, abs=1e-9)
+        assert adjusted_rand_score(G.cluster_qr(maps), lab) == 1.0
+        cuts.append(cut)
+    assert cuts[0] < cuts[1] - 0.05
+    with pytest.raises(ValueError, match="weighting"):
+        G.graph_partition(X, 3, weighting="rank")
+
+
 def test_lanczos_path_of_the_eigensolver(monkeypatch):
     """Above SHIFT_INVERT_MAX samples: Lanczos on I + D^-1/2 W D^-1/2, same eigenpairs."""
     X, y = _planted(4, n_per=60)

@@ -322,16 +322,20 @@ def test_prototype_refine_decides_on_distinct_rows(r):
     np.testing.assert_array_equal(lab_r, np.tile(lab, r))
 
 
-def test_estimator_prototypes_same_on_repeated_data():
-    """Standardised iris compared by the angle: the step is kept; the data repeated twice get
-    the same partition."""
-    from sklearn.datasets import load_iris
+def _prototype_case():
+    """Four overlapping Gaussian blobs in 20 features (the angular graph): the prototype step
+    is kept (10 samples move; CA 0.96 -> 0.987)."""
+    from sklearn.datasets import make_blobs
 
-    X, y = load_iris(return_X_y=True)
-    X = (X - X.mean(axis=0)) / X.std(axis=0)
-    kw = dict(prototypes=True, representation="as-is", random_state=0)
-    one = NTClustering(3, **kw).fit(X)
-    two = NTClustering(3, **kw).fit(np.tile(X, (2, 1)))
+    return make_blobs(300, n_features=20, centers=4, cluster_std=6.0, random_state=2)
+
+
+def test_estimator_prototypes_same_on_repeated_data():
+    """Overlapping blobs: the step is kept; the data repeated twice get the same partition."""
+    X, y = _prototype_case()
+    kw = dict(prototypes=True, random_state=0)
+    one = NTClustering(4, **kw).fit(X)
+    two = NTClustering(4, **kw).fit(np.tile(X, (2, 1)))
     np.testing.assert_array_equal(two.initial_labels_, np.tile(one.initial_labels_, 2))
     assert clustering_accuracy(y, one.labels_) > clustering_accuracy(y, one.initial_labels_)
     np.testing.assert_array_equal(two.labels_, np.tile(one.labels_, 2))
@@ -387,15 +391,12 @@ def test_estimator_prototypes_repairs_a_split_cluster_and_keeps_initial_labels(m
 
 
 def test_prototypes_fit_in_pieces_equals_uninterrupted_and_rejects_bad_values():
-    """Standardised iris compared by the angle: the step is kept (the test runs it)."""
-    from sklearn.datasets import load_iris
-
-    X, _ = load_iris(return_X_y=True)
-    X = (X - X.mean(axis=0)) / X.std(axis=0)
-    kw = dict(n_components=24, prototypes=True, representation="as-is", random_state=0)
-    whole = NTClustering(3, max_iter=3, tol=0.0, **kw).fit(X)
+    """Overlapping blobs: the step is kept (the test runs it)."""
+    X, _ = _prototype_case()
+    kw = dict(n_components=24, prototypes=True, random_state=0)
+    whole = NTClustering(4, max_iter=3, tol=0.0, **kw).fit(X)
     assert np.count_nonzero(whole.labels_ != whole.initial_labels_) > 10
-    parts = NTClustering(3, max_iter=1, tol=0.0, **kw).fit(X)
+    parts = NTClustering(4, max_iter=1, tol=0.0, **kw).fit(X)
     parts.set_params(warm_start=True, max_iter=3).fit(X)
     np.testing.assert_array_equal(parts.labels_, whole.labels_)
     np.testing.assert_allclose(parts.components_, whole.components_, rtol=0, atol=0)
@@ -410,12 +411,10 @@ def test_prototypes_interrupted_inside_the_step_is_done_on_resume(monkeypatch, t
     ``warm_start`` (after a save and load too) does the step and equals an uninterrupted
     fit."""
     import ntnumba
-    from sklearn.datasets import load_iris
 
-    X, _ = load_iris(return_X_y=True)
-    X = (X - X.mean(axis=0)) / X.std(axis=0)
-    kw = dict(prototypes=True, representation="as-is", max_iter=2, tol=0.0, random_state=0)
-    whole = NTClustering(3, **kw).fit(X)
+    X, _ = _prototype_case()
+    kw = dict(prototypes=True, max_iter=2, tol=0.0, random_state=0)
+    whole = NTClustering(4, **kw).fit(X)
     assert not np.array_equal(whole.labels_, whole.initial_labels_)  # the step is kept
 
     def interrupt(*args, **kwargs):
@@ -423,7 +422,7 @@ def test_prototypes_interrupted_inside_the_step_is_done_on_resume(monkeypatch, t
 
     real = R.prototype_refine
     monkeypatch.setattr(R, "prototype_refine", interrupt)
-    m = NTClustering(3, **kw)
+    m = NTClustering(4, **kw)
     with pytest.warns(RuntimeWarning, match="interrupted"), pytest.raises(KeyboardInterrupt):
         m.fit(X)
     assert m.n_iter_ == 1
@@ -442,15 +441,11 @@ def test_prototypes_verbose_lines_on_the_run_stream(kept):
     "partition kept" (as a relabel step that keeps the partition says)."""
     import io
 
-    if kept:  # standardised iris compared by the angle: kept
-        from sklearn.datasets import load_iris
-
-        X = load_iris().data
-        X = (X - X.mean(axis=0)) / X.std(axis=0)
+    if kept:  # overlapping blobs: kept
+        X, _ = _prototype_case()
     else:  # touching blobs: a different partition, not kept
         X, _ = _touching_blobs(0, n_per=30, d=3)
-    m = NTClustering(3, n_components=24, prototypes=True,
-                     representation="as-is" if kept else "auto")
+    m = NTClustering(4 if kept else 3, n_components=24, prototypes=True)
     p = m._params(X.shape[1])
     rng = np.random.RandomState(0)
     buf = io.StringIO()
