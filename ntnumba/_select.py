@@ -79,6 +79,11 @@ A label-free choice of the graph size ``k`` was tried (the relaxed normalised cu
 eigengap and the ratio of the (C+1)-th Laplacian eigenvalue to the mean cut over k in
 (5, 10, 15); the partition most in agreement with the others): none was better than k = 5 by
 more than 0.5 CA points on average over 21 data sets, so ``n_neighbors`` stays 5.
+
+Since then the angular graph's edges carry mutual-rank weights (:mod:`ntnumba._graph`, step
+2, with the variants tried instead: multi-scale graphs of sizes (k, 2k, 4k) and others,
+re-ranking, shared-neighbour weights): the MNIST subset rises above KMeans (52.3 / 55.7 ->
+60.4 / 64.5); Isolet and Isolet 20 per class stay below KMeans's CA.
 """
 import numpy as np
 
