@@ -856,7 +856,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """``self``, or when the graph rule's reference set is a sample of the training rows
         (chunked and Dask fits of more than ``REFERENCE_SIZE`` rows) a shallow copy whose
         ``labels_`` and ``similarity_labels_`` are those of the reference set, aligned with
-        ``_fit_X`` as a model file and ``predict`` expect them."""
+        ``_fit_X`` as ``predict`` of a model without reference rows expects them (the local
+        model of :mod:`ntnumba.dask`; model files keep every row and the reference rows)."""
         rows = (getattr(self, "_state", None) and self._state.graph or {}).get("ref_rows")
         if rows is None:
             return self
@@ -865,7 +866,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         loc._state = copy.copy(self._state)
         loc._state.graph = dict(self._state.graph, ref_rows=None)   # the rows are the file's
         loc.labels_ = self._fit_labels
-        for k in ("similarity_labels_", "outlier_scores_", "probabilities_"):
+        for k in ("similarity_labels_", "outlier_scores_", "probabilities_", "initial_labels_"):
             if hasattr(self, k):
                 setattr(loc, k, np.asarray(getattr(self, k))[rows])
         return loc
@@ -1148,22 +1149,27 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         >>> path.endswith(".npz"), load(path).n_iter_ == model.n_iter_
         (True, True)
         """
-        return _persistence.save_model(self._portable(), path)
+        return _persistence.save_model(self, path)
 
-    def _restore_loaded(self, p, prototypes_pending=False):
+    def _restore_loaded(self, p, prototypes_pending=False, rng_state=None, ref_rows=None):
         """The iterate of a model read by :func:`load` (its arrays set and checked;
-        ``prototypes_pending``: the file's prototype step is still to be done)."""
+        ``prototypes_pending``: the file's prototype step is still to be done; ``rng_state``:
+        the fit's random stream, None in files before version 3: restarted; ``ref_rows``: the
+        training rows of the graph rule's reference set ``_fit_X``, None: all, in order)."""
         self._p = p
         A = self.components_
         self._state = _driver.State(
             A=A if p.learn_transform else None, tau=self.dissimilarity_,
             nu=self.similarity_, labels=self.labels_, similarity_labels=self.similarity_labels_,
             objective_history=list(self.objective_history_), n_iter=self.n_iter_,
-            prototypes_pending=bool(prototypes_pending))
+            prototypes_pending=bool(prototypes_pending),
+            initial_labels=getattr(self, "initial_labels_", None))
         if p.rule == "graph":
             self._state.graph = {"n_shared": self.n_shared_, "graph_cut": self.graph_cut_,
-                                 "mean": self.shared_mean_, "V": self.shared_components_}
-        self._rng_state = np.random.RandomState(0).get_state()
+                                 "mean": self.shared_mean_, "V": self.shared_components_,
+                                 "ref_rows": ref_rows}
+        self._rng_state = (np.random.RandomState(0).get_state() if rng_state is None
+                           else rng_state)
         self._loaded_state = self._state  # partial_fit warns that its running sums restart
 
     def __sklearn_tags__(self):
@@ -1183,10 +1189,13 @@ def load(path):
     Returns
     -------
     model : NTClustering
-        Fitted: ``predict``, ``transform`` and ``score`` work as on the saved model. Warm
-        starting a loaded model restarts the random stream of the online variant;
+        Fitted, with every public fitted attribute of the saved model (``initial_labels_``
+        included): ``predict``, ``predict_proba``, ``transform`` and ``score`` give the
+        saved model's bits, and a ``warm_start`` continues as the saved model would.
         ``partial_fit`` on a loaded model restarts its running sums from the next chunk (they
-        are not stored) and says so with a ``RuntimeWarning``.
+        are not stored) and says so with a ``RuntimeWarning``. Files of format version 2 and
+        older load without ``initial_labels_`` and a ``warm_start`` restarts their random
+        stream (see ``docs/user_guide.md``, "Saving and loading models").
 
     Raises
     ------

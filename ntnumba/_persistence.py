@@ -1,13 +1,13 @@
 """Saving and loading fitted models in a documented, versioned ``.npz`` format (no pickle).
 
-Format ``ntnumba-model``, version 2: a NumPy ``.npz`` archive (a zip file of ``.npy`` arrays,
+Format ``ntnumba-model``, version 3: a NumPy ``.npz`` archive (a zip file of ``.npy`` arrays,
 read with ``allow_pickle=False``) with
 
 ========================  =====================================================================
 key                       content
 ========================  =====================================================================
 ``format``                the string ``"ntnumba-model"``
-``format_version``        integer, 2
+``format_version``        integer, 3
 ``ntnumba_version``       the version of the library that wrote the file (informative)
 ``params``                JSON of ``get_params()`` (``random_state`` kept only if an int/None)
 ``components_``           A, (M, N)
@@ -19,6 +19,12 @@ key                       content
 ``n_iter_``               integer
 ``n_features_in_``        integer
 ``scale_``                float, the data scaling factor
+``initial_labels_``       optional (version 3): int64, (n_initial,), the partition the fit
+                          started from (``n_initial`` is ``n_train`` unless a ``warm_start``
+                          of another rule continued on other samples)
+``rng_state_``            optional (version 3): float64, (627,), the state of the fit's random
+                          stream (MT19937: 624 keys, position, has_gauss, cached gaussian;
+                          every value exact in float64), which a ``warm_start`` continues
 ``reject_threshold_``     optional: float, the threshold of ``predict(X, reject="auto")``
 ``outlier_scores_``       optional: float64, (n_train,), the training samples' rejection scores
 ``probabilities_``        optional: float64, (n_train,), the soft score of the own cluster
@@ -29,8 +35,17 @@ key                       content
 ``graph_cut_``            ``assign="graph"`` only: float, normalised cut of the partition
 ``shared_mean_``          ``assign="graph"`` only: (N,), mean of the graph's training rows
 ``shared_components_``    ``assign="graph"`` only: (n_shared_, N), the shared directions
-``fit_X_``                ``assign="graph"`` only: (n_train, N), the scaled training data, the
+``fit_X_``                ``assign="graph"`` only: (n_ref, N), the scaled training data, the
                           reference set of the out-of-sample k-NN vote of ``predict``
+``fit_labels_``           ``assign="graph"`` only (version 3): int64, (n_ref,), the clusters of
+                          the rows of ``fit_X_`` (the votes of ``predict``); without it (older
+                          files) ``n_ref = n_train`` and the votes are ``labels_``
+``ref_rows_``             ``assign="graph"`` only (version 3), when the reference set is a sample
+                          of the training rows (fits of more than 20000 rows): int64,
+                          (n_ref,), increasing, the rows of ``fit_X_`` among the training
+                          samples (version 2 wrote the reference set's ``labels_``,
+                          ``similarity_labels_``, ``outlier_scores_`` and ``probabilities_``
+                          only)
 ``prototypes_pending_``   optional: integer 1 when a fit with ``prototypes=True`` was
                           interrupted inside its prototype step (a ``warm_start`` does it)
 ========================  =====================================================================
@@ -41,7 +56,12 @@ and ignores keys it does not know (they are never decompressed); a file of a new
 ``format_version`` is refused with a clear error, as are truncated, corrupted and foreign files
 (``ValueError`` naming the file).
 
-Versions: 2 since the graph rule compares the samples in their own ``N`` dimensions
+Versions: 3 adds ``initial_labels_``, ``rng_state_``, ``fit_labels_`` and ``ref_rows_`` (the
+reference set of a ``partial_fit`` stream is its first chunk, whose clusters are not
+``labels_``, the last chunk's; that of a fit of more than 20000 rows is a sample of them:
+version 2 could not hold either). Files of versions 1 and 2 load without them: no
+``initial_labels_`` attribute, and a ``warm_start`` restarts the random stream (seeded 0).
+2 since the graph rule compares the samples in their own ``N`` dimensions
 (``shared_mean_`` and ``shared_components_`` have ``N`` columns; they had ``n_components``).
 A version-1 file of ``assign="graph"`` is refused with a ``ValueError`` that says to refit: its
 predictions came from the codes of its map, which this version does not compute, and with
@@ -52,19 +72,22 @@ A model file is untrusted input. The reader decompresses only the keys above, on
 after checking each entry's ``.npy`` header: a plain numeric or string dtype (no objects, no
 pickle), the shape the model's own dimensions give (``n_features_in_`` and the parameters fix
 every dimension except the number of training samples ``n``, which ``labels_`` declares and
-``similarity_labels_`` and ``fit_X_`` must repeat), and a declared size that the archive's
-compressed bytes can hold (deflate expands at most 1032-fold) and that matches the size the
-archive records. The values are then checked: finite parameters, representations, shared
-directions and objective history, labels within ``[0, n_clusters)`` and
-``[0, n_similarity)``, a positive finite ``scale_``. Anything else is a ``ValueError`` naming the
-file and the entry. ``save``
-writes to a temporary file in the destination folder and renames it, so an interrupted save
-never leaves a truncated model behind.
+``similarity_labels_`` must repeat, the reference set's ``n_ref``, which ``fit_labels_``
+declares and ``fit_X_`` and ``ref_rows_`` must repeat (``n`` without ``fit_labels_``), and
+``n_initial``), and a declared size that the archive's compressed bytes can hold (deflate
+expands at most 1032-fold) and that matches the size the archive records. The values are then
+checked: finite parameters, representations, shared directions and objective history, labels
+(``labels_``, ``initial_labels_``, ``fit_labels_``) within ``[0, n_clusters)`` and
+``[0, n_similarity)``, increasing ``ref_rows_`` within ``[0, n)``, a positive finite
+``scale_``, a random state that ``numpy.random.RandomState.set_state`` accepts. Anything else
+is a ``ValueError`` naming the file and the entry. ``save`` writes to a temporary file in the
+destination folder and renames it, so an interrupted save never leaves a truncated model behind.
 """
 import json
 import math
 import os
 import struct
+import tokenize
 import uuid
 import zipfile
 import zlib
@@ -72,7 +95,7 @@ import zlib
 import numpy as np
 
 FORMAT = "ntnumba-model"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 _ARRAYS = ("components_", "dissimilarity_", "similarity_", "objective_history_", "labels_",
            "similarity_labels_")
 _SCALARS = ("params", "n_iter_", "n_features_in_", "scale_")
@@ -84,8 +107,39 @@ _OPTIONAL = (("reject_threshold_", "reject_threshold_", float),
              ("fit_X_", "_fit_X", None), ("outlier_scores_", "outlier_scores_", None),
              ("probabilities_", "probabilities_", None),
              ("feature_mean_", "feature_mean_", None),
-             ("feature_scale_", "feature_scale_", None))
+             ("feature_scale_", "feature_scale_", None),
+             ("initial_labels_", "initial_labels_", None),
+             ("fit_labels_", "_fit_labels", None))
 _GRAPH = ("n_shared_", "graph_cut_", "shared_mean_", "shared_components_", "fit_X_")
+# the optional per-sample cluster labels (int64 in the file, within [0, n_clusters))
+_LABELS = ("initial_labels_", "fit_labels_")
+_MT_KEYS = 624  # words of the MT19937 state of numpy.random.RandomState
+
+
+def _rng_to_array(state):
+    """``RandomState.get_state()`` as the float64 array of ``rng_state_`` (exact: the keys are
+    32-bit, the position at most 624)."""
+    name, keys, pos, has_gauss, cached = state
+    if name != "MT19937" or len(keys) != _MT_KEYS:
+        raise ValueError(f"random state {name!r} with {len(keys)} keys: not MT19937")
+    return np.concatenate([np.asarray(keys, dtype=np.float64),
+                           np.array([pos, has_gauss, cached], dtype=np.float64)])
+
+
+def _rng_from_array(a):
+    """The ``RandomState.get_state()`` tuple of a ``rng_state_`` array (shape checked), or
+    None when its values are not one (non-integer or out-of-range keys, position or flag)."""
+    keys, (pos, has_gauss, cached) = a[:_MT_KEYS], a[_MT_KEYS:]
+    ints = np.concatenate([keys, [pos, has_gauss]])
+    if not (np.all(np.isfinite(a)) and np.all(ints == np.floor(ints)) and np.all(keys >= 0)
+            and np.all(keys < 2.0 ** 32) and 0 <= pos <= _MT_KEYS and has_gauss in (0, 1)):
+        return None
+    state = ("MT19937", keys.astype(np.uint32), int(pos), int(has_gauss), float(cached))
+    try:
+        np.random.RandomState().set_state(state)
+    except ValueError:
+        return None
+    return state
 
 
 def save_model(model, path):
@@ -106,6 +160,14 @@ def save_model(model, path):
         if hasattr(model, attr):
             value = getattr(model, attr)
             payload[key] = np.array(kind(value)) if kind is not None else np.asarray(value)
+    for key in _LABELS:
+        if key in payload:
+            payload[key] = payload[key].astype(np.int64, copy=False)
+    rows = model._ref_rows() if hasattr(model, "_ref_rows") else None
+    if rows is not None:
+        payload["ref_rows_"] = np.asarray(rows, dtype=np.int64)
+    if getattr(model, "_rng_state", None) is not None:
+        payload["rng_state_"] = _rng_to_array(model._rng_state)
     if getattr(getattr(model, "_state", None), "prototypes_pending", False):
         payload["prototypes_pending_"] = np.array(1)
     path = os.fspath(path)
@@ -142,7 +204,8 @@ _DEFLATE_RATIO = 1032
 _SLACK = 1 << 16
 _READER_ERRORS = (ValueError, TypeError, ArithmeticError, LookupError, AttributeError,
                   RecursionError, NotImplementedError, UnicodeError, EOFError, SyntaxError,
-                  zipfile.BadZipFile, zlib.error, struct.error, OSError)
+                  zipfile.BadZipFile, zlib.error, struct.error, OSError,
+                  tokenize.TokenError)  # numpy's .npy header parser on a damaged header
 
 
 class _Archive:
@@ -244,6 +307,7 @@ def _check_arrays(model, path):
     A, tau, nu = model.components_, model.dissimilarity_, model.similarity_
     graph = [getattr(model, a) for a in ("_fit_X", "shared_mean_", "shared_components_")
              if hasattr(model, a)]
+    labels = [getattr(model, a) for a in ("initial_labels_", "_fit_labels") if hasattr(model, a)]
     if not (A.dtype == tau.dtype == nu.dtype):
         bad = "components_, dissimilarity_ and similarity_ have different dtypes"
     elif not all(np.all(np.isfinite(a)) for a in (A, tau, nu)):
@@ -270,6 +334,8 @@ def _check_arrays(model, path):
     elif not np.all((0.0 <= getattr(model, "probabilities_", 0.0))
                     & (getattr(model, "probabilities_", 0.0) <= 1.0)):
         bad = "probabilities_ must be in [0, 1]"
+    elif any(a.size and not (0 <= a.min() and a.max() < model.n_clusters) for a in labels):
+        bad = f"initial_labels_ or fit_labels_ outside [0, {model.n_clusters})"
     elif np.isnan(getattr(model, "reject_threshold_", 0.0)):
         bad = "reject_threshold_ is NaN"
     elif not np.isfinite(getattr(model, "graph_cut_", 0.0)):
@@ -385,6 +451,14 @@ def _load(f, path, factory):
     model.labels_ = f.array("labels_", (-1,), "iu").astype(np.int64)
     n = model.labels_.shape[0]
     model.similarity_labels_ = f.array("similarity_labels_", (n,), "iu").astype(np.int64)
+    if "initial_labels_" in f:  # n_initial: n unless a warm start continued on other data
+        model.initial_labels_ = f.array("initial_labels_", (-1,), "iu").astype(np.int64)
+    rng_state = None
+    if "rng_state_" in f:
+        rng_state = _rng_from_array(f.array("rng_state_", (_MT_KEYS + 3,), "f").astype(
+            np.float64))
+        if rng_state is None:
+            f.fail("rng_state_ is not a MT19937 state")
     for key in ("outlier_scores_", "probabilities_"):  # optional, per training sample
         if key in f:
             setattr(model, key, f.array(key, (-1,), "f").astype(np.float64))
@@ -397,14 +471,24 @@ def _load(f, path, factory):
     if "feature_names_in_" in f:
         model.feature_names_in_ = f.array("feature_names_in_", (N,), "U",
                                           max_bytes=4 * _MAX_NAME * N).astype(object)
+    ref_rows = None
     if p.rule == "graph":
         r = model.n_shared_
         if not 0 <= r <= N:
             f.fail(f"n_shared_ is {r}, outside [0, {N}]")
         model.shared_mean_ = f.array("shared_mean_", (N,), float_kinds)
         model.shared_components_ = f.array("shared_components_", (r, N), float_kinds)
-        model._fit_X = f.array("fit_X_", (n, N), float_kinds)
+        n_ref = n
+        if "fit_labels_" in f:  # the reference set's own clusters (version 3)
+            model._fit_labels = f.array("fit_labels_", (-1,), "iu").astype(np.int64)
+            n_ref = model._fit_labels.shape[0]
+        model._fit_X = f.array("fit_X_", (n_ref, N), float_kinds)
+        if "ref_rows_" in f:
+            ref_rows = f.array("ref_rows_", (n_ref,), "iu").astype(np.int64)
+            if ref_rows.size and not (0 <= ref_rows[0] and ref_rows[-1] < n
+                                      and np.all(np.diff(ref_rows) > 0)):
+                f.fail(f"ref_rows_ must be increasing rows of [0, {n})")
     _check_arrays(model, path)
     pending = "prototypes_pending_" in f and f.scalar("prototypes_pending_", int) == 1
-    model._restore_loaded(p, prototypes_pending=pending)
+    model._restore_loaded(p, prototypes_pending=pending, rng_state=rng_state, ref_rows=ref_rows)
     return model

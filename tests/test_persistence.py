@@ -44,32 +44,45 @@ def _rewrite(src, dst, drop=(), **replace):
 
 
 # ------------------------------------------------------------------------------ round trips
+def _fitted_public(m):
+    """The public fitted attributes (scikit-learn's convention: a name ending with ``_``)."""
+    return sorted(a for a in vars(m) if a.endswith("_") and not a.startswith("_"))
+
+
 def _assert_same_model(a, b, X):
-    for name in ("components_", "dissimilarity_", "similarity_", "objective_history_",
-                 "labels_", "similarity_labels_"):
+    """Nothing lost: every public fitted attribute of ``a``, found generically, is in ``b``
+    with the same type, dtype, shape and values (and ``b`` has no other); the reference set
+    of the graph rule's vote is the same; predictions, representations and scores agree."""
+    names = _fitted_public(a)
+    assert _fitted_public(b) == names
+    for name in names:
         x, y = getattr(a, name), getattr(b, name)
-        assert x.dtype == y.dtype, name
+        assert type(x) is type(y), name
+        if isinstance(x, np.ndarray):
+            assert (x.dtype, x.shape) == (y.dtype, y.shape), name
         np.testing.assert_array_equal(x, y, err_msg=name)
-    assert (a.n_iter_, a.n_features_in_, a.scale_) == (b.n_iter_, b.n_features_in_, b.scale_)
     assert a.get_params() == b.get_params()
-    for name in ("reject_threshold_", "n_shared_", "graph_cut_", "shared_mean_",
-                 "shared_components_", "_fit_X"):
-        assert hasattr(a, name) == hasattr(b, name), name
-        if hasattr(a, name):
-            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert hasattr(a, "_fit_X") == hasattr(b, "_fit_X")
+    if hasattr(a, "_fit_X"):
+        np.testing.assert_array_equal(a._fit_X, b._fit_X)
+        np.testing.assert_array_equal(a._fit_ref_labels(), b._fit_ref_labels())
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
     np.testing.assert_array_equal(a.predict(X, reject="auto"), b.predict(X, reject="auto"))
+    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
     np.testing.assert_array_equal(a.transform(X), b.transform(X))
     assert a.score(X) == b.score(X)
 
 
 def test_round_trip_is_exact(model, saved, X):
+    assert "initial_labels_" in _fitted_public(model)  # the generic list sees it
     _assert_same_model(model, ntnumba.load(saved), X)
 
 
 @pytest.mark.parametrize("kwargs", [dict(learn_transform=False), dict(assign="paper"),
                                     dict(n_similarity=1, scaling=None),
-                                    dict(assign="graph", n_shared=(0, 1), n_neighbors=4)])
+                                    dict(assign="graph", n_shared=(0, 1), n_neighbors=4),
+                                    dict(relabel=1), dict(prototypes=True),
+                                    dict(scaling="standard")])
 def test_round_trip_variants(kwargs, X, tmp_path):
     m = NTClustering(3, n_components=10, max_iter=3, random_state=1, **kwargs).fit(X)
     _assert_same_model(m, ntnumba.load(m.save(tmp_path / "m.npz")), X)
@@ -82,6 +95,21 @@ def test_round_trip_float32(X, tmp_path):
     assert loaded.components_.dtype == np.float32
     assert loaded.transform(X32).dtype == np.float32
     _assert_same_model(m, loaded, X32)
+
+
+@pytest.mark.parametrize("assign", ["graph", "objective"])
+def test_round_trip_streamed(X, tmp_path, assign):
+    """``fit(X, chunk_size=...)`` and ``partial_fit`` (chunks of different sizes: the graph
+    rule's reference set, the first chunk, is not the rows of ``labels_``, the last chunk's)."""
+    kw = dict(n_components=10, random_state=0, assign=assign,
+              init="graph" if assign == "graph" else "k-means++")
+    m = NTClustering(3, **kw).fit(X.astype(np.float32), chunk_size=10)
+    _assert_same_model(m, ntnumba.load(m.save(tmp_path / "c")), X.astype(np.float32))
+    rows = np.random.default_rng(0).permutation(len(X))
+    s = NTClustering(3, **kw)
+    for chunk in (X[rows[:14]], X[rows[14:]]):
+        s.partial_fit(chunk)
+    _assert_same_model(s, ntnumba.load(s.save(tmp_path / "s")), X)
 
 
 def test_suffix_added_and_path_like(model, tmp_path):
@@ -119,6 +147,54 @@ def test_loaded_model_warm_starts(model, X, tmp_path):
                                   model.objective_history_)
 
 
+def test_round_trip_reference_sample(X, tmp_path, monkeypatch):
+    """A graph fit whose reference set is a sample of the rows (more than ``REFERENCE_SIZE``):
+    every row's labels and scores kept, and a warm start continues on the same sample."""
+    from ntnumba import _driver
+    monkeypatch.setattr(_driver, "REFERENCE_SIZE", 20)
+    m = NTClustering(3, n_components=10, max_iter=1, random_state=0).fit(X, chunk_size=10)
+    assert m._ref_rows() is not None and m.labels_.shape == (len(X),)
+    loaded = ntnumba.load(m.save(tmp_path / "m"))
+    _assert_same_model(m, loaded, X)
+    np.testing.assert_array_equal(loaded._ref_rows(), m._ref_rows())
+    for est in (m, loaded):
+        est.set_params(warm_start=True, max_iter=2, tol=0.0).fit(X, chunk_size=10)
+    _assert_same_model(m, loaded, X)
+
+
+@pytest.mark.filterwarnings("ignore:relabel=1 with max_iter=1")
+@pytest.mark.parametrize("kwargs", [
+    dict(),
+    dict(relabel=1),             # the relabel step of iteration 2 draws from the random stream
+    dict(prototypes=True),       # the prototype step after iteration 1
+    dict(assign="objective", init="k-means++", online_fraction=0.5),  # random subsets
+])
+def test_warm_start_of_a_loaded_model_equals_the_original(X, tmp_path, kwargs):
+    """Continuing a reloaded model gives the bits of continuing the original, every public
+    fitted attribute (``initial_labels_``, the start of the fit, included)."""
+    m = NTClustering(3, n_components=10, max_iter=1, random_state=0, **kwargs).fit(X)
+    loaded = ntnumba.load(m.save(tmp_path / "m"))
+    for est in (m, loaded):
+        est.set_params(warm_start=True, max_iter=3, tol=0.0).fit(X)
+    assert m.n_iter_ == 3
+    _assert_same_model(m, loaded, X)
+
+
+def test_version_2_files_load_without_the_new_fields(X, tmp_path):
+    """A file of the previous format version (no ``initial_labels_``, ``rng_state_``,
+    ``fit_labels_``) loads, predicts as before and has no ``initial_labels_``."""
+    m = NTClustering(3, n_components=10, max_iter=1, random_state=0).fit(X)
+    path = _rewrite(m.save(tmp_path / "m"), tmp_path / "v2.npz", format_version=np.array(2),
+                    drop=("initial_labels_", "rng_state_", "fit_labels_"))
+    old = ntnumba.load(path)
+    assert not hasattr(old, "initial_labels_")
+    assert set(_fitted_public(m)) - set(_fitted_public(old)) == {"initial_labels_"}
+    np.testing.assert_array_equal(old.predict(X), m.predict(X))
+    np.testing.assert_array_equal(old._fit_ref_labels(), m._fit_labels)
+    old.set_params(warm_start=True, max_iter=2).fit(X)   # the random stream restarts
+    assert old.n_iter_ == 2 and not hasattr(old, "initial_labels_")
+
+
 def test_unsaveable_random_state_is_dropped(X, tmp_path):
     m = NTClustering(3, n_components=10, max_iter=2,
                      random_state=np.random.RandomState(0)).fit(X)
@@ -149,10 +225,12 @@ def test_feature_names_kept(tmp_path):
 def test_file_matches_the_documented_format(X, tmp_path):
     """Every key of a saved file is in the module's table, with the documented content."""
     documented = set(re.findall(r"^``(\w+)``\s", _persistence.__doc__, flags=re.M))
-    graph_keys = {"n_shared_", "graph_cut_", "shared_mean_", "shared_components_", "fit_X_"}
+    graph_keys = {"n_shared_", "graph_cut_", "shared_mean_", "shared_components_", "fit_X_",
+                  "fit_labels_"}
     standard_keys = {"feature_mean_", "feature_scale_"}        # scaling="standard" only
     # prototypes_pending_: only after a fit interrupted inside its prototype step (test_refine)
-    standard_keys |= {"prototypes_pending_"}
+    # ref_rows_: only when the reference set is a sample (test_round_trip_reference_sample)
+    standard_keys |= {"prototypes_pending_", "ref_rows_"}
     assert standard_keys <= documented
     for assign, expected in (("objective", documented - {"feature_names_in_"} - graph_keys
                               - standard_keys),
@@ -161,10 +239,11 @@ def test_file_matches_the_documented_format(X, tmp_path):
         with np.load(m.save(tmp_path / assign), allow_pickle=False) as f:  # no pickle needed
             data = {k: f[k] for k in f.files}
         assert set(data) == expected, assign
-        assert str(data["format"]) == "ntnumba-model" and int(data["format_version"]) == 2
+        assert str(data["format"]) == "ntnumba-model" and int(data["format_version"]) == 3
         assert str(data["ntnumba_version"]) == ntnumba.__version__
         assert json.loads(str(data["params"]))["assign"] == assign
-        assert data["labels_"].dtype == np.int64
+        assert data["labels_"].dtype == np.int64 == data["initial_labels_"].dtype
+        assert data["rng_state_"].shape == (627,)
         assert data["objective_history_"].dtype == np.float64
         assert zipfile.is_zipfile(tmp_path / f"{assign}.npz")
 
@@ -220,9 +299,9 @@ def test_foreign_files(tmp_path):
 
 
 def test_newer_version_refused(saved, tmp_path):
-    path = _rewrite(saved, tmp_path / "v3.npz", format_version=np.array(3))
-    with pytest.raises(ValueError, match="format version 3, newer than this ntnumba reads "
-                                         r"\(2\); upgrade"):
+    path = _rewrite(saved, tmp_path / "v4.npz", format_version=np.array(4))
+    with pytest.raises(ValueError, match="format version 4, newer than this ntnumba reads "
+                                         r"\(3\); upgrade"):
         ntnumba.load(path)
     path = _rewrite(saved, tmp_path / "v0.npz", format_version=np.array(0))
     with pytest.raises(ValueError, match="invalid model format version 0"):
@@ -381,6 +460,16 @@ def _graph_entries(model):
     ("scale_", lambda m: np.array("1.0"), "scale_"),
     ("scale_", lambda m: np.array(np.nan), "scale_"),
     ("reject_threshold_", lambda m: np.array(np.nan), "reject_threshold_"),
+    ("initial_labels_", lambda m: np.full_like(m.initial_labels_, 3), "initial_labels_ or"),
+    ("initial_labels_", lambda m: np.full_like(m.initial_labels_, -1), "initial_labels_ or"),
+    ("initial_labels_", lambda m: m.initial_labels_ + 0.5, "'initial_labels_' has dtype"),
+    ("initial_labels_", lambda m: m.initial_labels_.reshape(-1, 1), "initial_labels_ has shape"),
+    ("rng_state_", lambda m: np.zeros(626), "rng_state_ has shape"),
+    ("rng_state_", lambda m: np.r_[np.zeros(624), 625, 0, 0.0], "rng_state_ is not"),
+    ("rng_state_", lambda m: np.r_[np.full(624, 2.0 ** 32), 0, 0, 0.0], "rng_state_ is not"),
+    ("rng_state_", lambda m: np.r_[np.zeros(623), 0.5, 0, 0, 0.0], "rng_state_ is not"),
+    ("rng_state_", lambda m: np.r_[np.zeros(624), 0, 2, 0.0], "rng_state_ is not"),
+    ("rng_state_", lambda m: np.r_[np.zeros(624), 0, 1, np.nan], "rng_state_ is not"),
     ("outlier_scores_", lambda m: np.full(m.labels_.shape, np.nan), "outlier_scores_"),
     ("probabilities_", lambda m: np.full(m.labels_.shape, 1.5), "probabilities_"),
     ("probabilities_", lambda m: m.probabilities_.astype(object), "probabilities_"),
@@ -414,6 +503,13 @@ def test_crafted_entries(model, graph_model, tmp_path, which, key, value, match)
     ("n_shared_", lambda m: np.array(11), "n_shared_ is 11"),
     ("n_shared_", lambda m: np.array(-1), "n_shared_ is -1"),
     ("graph_cut_", lambda m: np.array(np.inf), "graph_cut_"),
+    ("fit_labels_", lambda m: m._fit_labels[:-1], "fit_X_ has shape"),
+    ("fit_labels_", lambda m: np.full_like(m._fit_labels, 3), "fit_labels_ outside"),
+    ("fit_labels_", lambda m: m._fit_labels.astype(np.float64), "'fit_labels_' has dtype"),
+    ("fit_labels_", lambda m: m._fit_labels.reshape(-1, 1), "fit_labels_ has shape"),
+    ("ref_rows_", lambda m: np.arange(len(m._fit_labels))[::-1], "ref_rows_ must be incr"),
+    ("ref_rows_", lambda m: np.arange(len(m._fit_labels)) + 1, r"ref_rows_ .*\[0, 36\)"),
+    ("ref_rows_", lambda m: np.arange(len(m._fit_labels) - 1), "ref_rows_ has shape"),
 ])
 def test_crafted_graph_entries(graph_model, tmp_path, key, value, match):
     src = graph_model.save(tmp_path / "g")
