@@ -1030,17 +1030,25 @@ def graph_partition(X, n_clusters, *, n_neighbors=5, n_shared=DEFAULT_SHARED, ra
         seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
     say = _Progress(verbose)
     k = int(n_neighbors)
-    # rows (float64, n x N), unit rows (float32), neighbour lists (8 k at most) and the graph
-    K = max(8 * k, 32)
-    # (and the lists of the other candidates, 16 bytes per neighbour each, at most K of them)
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting: expected one of {WEIGHTINGS}, got {weighting!r}")
-    check_memory(n * (N + 1) * (8 + 8) + n * (K + 1) * (32 + 16 * len(cands)),
-                 "the k-NN graph")
+    # _partition's first neighbour lists (it checks again when near-copies make them longer)
+    _check_graph_memory(n, N, max(8 * k, 32, RANK_LISTS * k), len(cands))
     with _blas_policy():
         labels, info = _partition(X, C, k, cands, seed, return_all, knn, say, offset,
                                   weighting)
     return labels, info
+
+
+def _check_graph_memory(n, N, K, n_cands):
+    """:func:`check_memory` for the k-NN graph of ``n`` rows of ``N`` features, ``K`` neighbours.
+
+    The rows (float64) and unit rows (float32), one block of similarities per thread, and per
+    neighbour 16 bytes for the lists of each of the ``n_cands`` candidates and 96 for making
+    the graph (:func:`mutual_rank_graph`: 75 at its peak).
+    """
+    check_memory(n * (N + 1) * (8 + 8) + get_num_threads() * min(n * n, _BLOCK_ELEMENTS) * 4
+                 + n * (K + 1) * (96 + 16 * n_cands), "the k-NN graph")
 
 
 def _partition(X, C, k, cands, seed, return_all, knn, say, offset=None,
@@ -1093,6 +1101,7 @@ def _partition(X, C, k, cands, seed, return_all, knn, say, offset=None,
             say(f"near-copies per sample: {copies} (k-NN graph with {k * copies} neighbours)")
             if K < min(nd - 1, lk * k * copies):  # the mutual ranks need longer lists
                 K = min(nd - 1, lk * k * copies)
+                _check_graph_memory(nd, N, K, len(cands))
                 Y = graph_rows(Xd, mean, V, offset)
                 nn, sim = knn_search(Y, K, exclude_self=True, method=knn, random_state=seed,
                                      verbose=say.verbose)

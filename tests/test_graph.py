@@ -423,6 +423,29 @@ def test_graph_progress_and_memory_check(capsys, monkeypatch):
         G.graph_partition(X, 4, random_state=0)
 
 
+@pytest.mark.parametrize("weighting", G.WEIGHTINGS)
+def test_graph_memory_estimate_bounds_the_traced_peak(weighting, monkeypatch):
+    """8 near-copies of every sample: the mutual ranks look at 4 x 5 x 8 = 160 neighbours per
+    row (the estimate once sized the lists at 40 and was 7 times below the peak here)."""
+    import tracemalloc
+    rng = np.random.default_rng(0)
+    base = 3 * rng.standard_normal((4, 12))[np.arange(100) % 4] + rng.standard_normal((100, 12))
+    X = np.repeat(base, 8, axis=0) + 1e-4 * rng.standard_normal((800, 12))
+    G.graph_partition(X[:50], 2, n_shared=0, random_state=0, weighting=weighting)  # compile
+    estimate = []
+    check = G.check_memory
+    monkeypatch.setattr(G, "check_memory", lambda nbytes, what: (estimate.append(nbytes),
+                                                                 check(nbytes, what)))
+    tracemalloc.start()
+    try:
+        labels, info = G.graph_partition(X, 4, n_shared=0, random_state=0, weighting=weighting)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert info["copies"] == 8
+    assert peak <= max(estimate) <= 3 * peak + G.get_num_threads() * 4 * 800 ** 2
+
+
 # ---------------------------------------------------------------------------------------------
 # duplicates: equal samples are one node; near-copies widen the neighbour lists
 
