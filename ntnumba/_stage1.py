@@ -586,6 +586,19 @@ def _candidate_scalar(q, tau, nu, lam0, lam1, safeguard):
 _FM = {"reassoc", "contract", "nsz", "arcp"}
 
 
+@_internal()
+def _t_at(bj, gj, vj, lh, lr):
+    """``t_j = b_j - lh g_j + lh r v_j`` at the level ``(h, r)`` (``lh = lam / h``, ``lr = lh r``).
+
+    Coordinate ``j`` is in the support when ``t_j > 0``, with magnitude ``a_j = t_j / k_j``.
+    Every pass and :func:`_write_a` use this one expression, in the dtype of the arrays with the
+    same ``lh``, ``lr`` of that dtype, and without fastmath flags (inlined into a fastmath pass,
+    its operations keep their own flags: no contraction or reassociation), so that the returned
+    magnitudes have exactly the support the objective was evaluated on.
+    """
+    return bj - lh * gj + lr * vj
+
+
 @_internal(fastmath=_FM)
 def _fused_pass(b, g, v, ki, t2, cst, tsup):
     """One pass of SI+ with everything the next step needs, branch-free.
@@ -609,7 +622,7 @@ def _fused_pass(b, g, v, ki, t2, cst, tsup):
     # the stores, and an integer count (no floating-point sum in a loop that stores, see _FM)
     changed = 0
     for j in range(b.shape[0]):
-        t = b[j] - lh * g[j] + lr * v[j]
+        t = _t_at(b[j], g[j], v[j], lh, lr)
         changed += 0 if (t > zero) == (tsup[j] > zero) else 1
         tsup[j] = t
     # the sums: loads only (see _FM)
@@ -749,7 +762,7 @@ def _check_pass2(b, m, g, ki, t2, v0, v1, cst):
         mo = m[j]
         fb = bj if gj == zero else zero
         x = v0[j]
-        t = bj - lh0 * gj + lr0 * x
+        t = _t_at(bj, gj, x, lh0, lr0)
         ins = t > zero
         a = t * kij if ins else zero
         dm = (one if ins else zero) - mo
@@ -760,7 +773,7 @@ def _check_pass2(b, m, g, ki, t2, v0, v1, cst):
         s0 += tj * a * a
         d0 += fb * a if x == zero else zero
         x = v1[j]
-        t = bj - lh1 * gj + lr1 * x
+        t = _t_at(bj, gj, x, lh1, lr1)
         ins = t > zero
         a = t * kij if ins else zero
         dm = (one if ins else zero) - mo
@@ -794,7 +807,7 @@ def _check_pass1(b, m, g, ki, t2, v0, cst):
         tj = t2[j]
         fb = bj if gj == zero else zero
         x = v0[j]
-        t = bj - lh0 * gj + lr0 * x
+        t = _t_at(bj, gj, x, lh0, lr0)
         ins = t > zero
         a = t * kij if ins else zero
         dm = (one if ins else zero) - m[j]
@@ -886,10 +899,15 @@ def _settle(ok, h, r, ch, quad, ga, va, sig, free, lam, b, g, v, ki, t2, m, fmas
 
 
 @_internal()
-def _write_a(b, g, v, ki, lh, r, a):
+def _write_a(b, g, v, ki, cst, a):
+    """The magnitudes ``a_j = max(t_j, 0) / k_j`` at the level in ``cst = (lh, lh r, 0)`` (the
+    dtype of the arrays), as the passes compute them (:func:`_t_at`); ``a`` may be float64."""
+    lh = cst[0]
+    lr = cst[1]
+    zero = cst[2]
     for j in range(b.shape[0]):
-        t = (b[j] - lh * (g[j] - r * v[j])) * ki[j]
-        a[j] = t if t > 0.0 else 0.0
+        t = _t_at(b[j], g[j], v[j], lh, lr)
+        a[j] = t * ki[j] if t > zero else zero
 
 
 @_internal()
@@ -1147,7 +1165,9 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
         else:
             if bfast:
                 _gather(q, tpos[bc1], tneg[bc1], g)
-                _write_a(b, g, V[bc2], kimat[bc1], blh, br, ywin)
+                fcst[0] = blh   # the level's constants as the passes had them
+                fcst[1] = blh * br
+                _write_a(b, g, V[bc2], kimat[bc1], fcst, ywin)
             for j in range(M):
                 Y[i, j] = ywin[j] if q[j] > 0.0 else -ywin[j]
         labels[i] = bc1

@@ -1,8 +1,10 @@
 """Stage 1: quartic solver, candidate NT representations and the assignment kernel."""
 import numpy as np
 import pytest
+from numba import njit
 
 import naive
+from ntnumba import _stage1
 from ntnumba.kernels import assign, candidate_nt, solve_quartic
 
 LAM = 0.03  # the paper's lambda0 = lambda1
@@ -569,3 +571,46 @@ def test_default_fit_compiles_each_kernel_once_and_no_safeguard():
     assert {k: c for k, c in counts.items() if c > 1} == {}
     for name in ("_stage1._solve_ratio", "_stage1._safeguard", "_stage1._inner_fixed_h"):
         assert counts["ntnumba." + name] == 0, name
+
+
+# ------------------------------------------------------------------------------ one t everywhere
+@njit
+def _supports_at_one_level(b, g, v, ki, t2, cst5, cst7, tsup):
+    """The written magnitudes at one level, and what the passes decide at that level."""
+    a = np.empty(b.shape[0])
+    _stage1._write_a(b, g, v, ki, cst5, a)
+    m = np.empty_like(b)
+    for j in range(b.shape[0]):
+        m[j] = 1.0 if a[j] > 0.0 else 0.0
+    _stage1._fused_pass(b, g, v, ki, t2, cst5, tsup)  # leaves t in tsup
+    # the check passes count the coordinates whose membership differs from m
+    ch1 = _stage1._check_pass1(b, m, g, ki, t2, v, cst7)[0]
+    pair = _stage1._check_pass2(b, m, g, ki, t2, v, v, cst7)
+    return a, ch1, pair[0], pair[6]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_written_magnitudes_have_the_support_the_passes_evaluated(dtype):
+    # The passes evaluate the objective on {t > 0}; the winner's magnitudes are written later
+    # from its level. Here every t is within 3 ulps of 0 (b nudged around lh g - lh r v):
+    # _write_a once computed (b - lh (g - r v)) / k in float64, another rounding, and wrote
+    # another support than the one evaluated (float32 and float64 data).
+    rng = np.random.default_rng(0)
+    M = 64
+    for _ in range(10):
+        g, v = np.abs(rng.standard_normal((2, M))).astype(dtype)
+        ki = (1.0 / (1.0 + rng.random(M))).astype(dtype)
+        t2 = rng.random(M).astype(dtype)
+        lh, r = 0.2 + rng.random(), 2.0 * rng.random()
+        cst5 = np.array([lh, lh * r, 0.0, 0.5, 1.0]).astype(dtype)
+        cst7 = np.array([lh, lh * r, lh, lh * r, 0.0, 0.5, 1.0]).astype(dtype)
+        b = (np.float64(cst5[0]) * g - np.float64(cst5[1]) * v).astype(dtype)
+        for j, step in enumerate(rng.integers(-3, 4, M)):
+            for _ in range(abs(step)):
+                b[j] = np.nextafter(b[j], dtype(np.inf) if step > 0 else dtype(-np.inf))
+        tsup = rng.integers(0, 2, M).astype(dtype)
+        a, ch1, ch20, ch21 = _supports_at_one_level(b, g, v, ki, t2, cst5, cst7, tsup)
+        assert 0 < np.count_nonzero(a) < M
+        np.testing.assert_array_equal(a > 0, tsup > 0)   # the fused pass's support
+        assert ch1 == ch20 == ch21 == 0                   # the check passes'
+        np.testing.assert_array_equal(a, np.where(tsup > 0, tsup * ki, 0))
