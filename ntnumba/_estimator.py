@@ -15,6 +15,7 @@ from ._passes import best_scores as _best_scores
 from ._passes import tukey_fence as _tukey_fence
 from ._stage1 import RULES, assign
 from ._stream import LocalBackend, MemoryBlocks, memory_source
+from ._transform import TransformStatistics
 from ._validation import check_bool, check_choice, check_finite, check_scalar, check_seed
 
 INITS = {"random", "k-means++", "kmeans", "graph"}
@@ -716,8 +717,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         ``MiniBatchKMeans``). With ``assign="graph"`` the graph partition of the first chunk
         is the reference set: later chunks are labelled by the k-NN vote of :meth:`predict`.
         A call that raises leaves the model as it was. A model loaded by :func:`ntnumba.load`
-        continues from its parameters with fresh running sums (model files do not store them)
-        and says so with a ``RuntimeWarning``. See ``docs/scaling.md``.
+        continues as the saved model would (model files store the running sums); one of a
+        file of format version 2 or older continues from its parameters with fresh running
+        sums and says so with a ``RuntimeWarning``. See ``docs/scaling.md``.
 
         Parameters
         ----------
@@ -755,9 +757,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         stream = getattr(self, "_stream_", None)
         if stream is None and getattr(self, "_state", None) is getattr(self, "_loaded_state",
                                                                        False):
-            warnings.warn("partial_fit: model files do not store the running sums of "
-                          "partial_fit; they restart from this chunk (earlier data count only "
-                          "through the loaded parameters)", RuntimeWarning, stacklevel=2)
+            warnings.warn("partial_fit: model files of format version 2 and older do not "
+                          "store the running sums of partial_fit; they restart from this chunk "
+                          "(earlier data count only through the loaded parameters)",
+                          RuntimeWarning, stacklevel=2)
         # a stream continues only from the state its last call left (a fit() in between
         # continues that fit with fresh running sums)
         cont = stream is not None and stream.get("state") is getattr(self, "_state", None)
@@ -1151,11 +1154,14 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """
         return _persistence.save_model(self, path)
 
-    def _restore_loaded(self, p, prototypes_pending=False, rng_state=None, ref_rows=None):
+    def _restore_loaded(self, p, prototypes_pending=False, rng_state=None, ref_rows=None,
+                        stream=None, sums_kept=True):
         """The iterate of a model read by :func:`load` (its arrays set and checked;
         ``prototypes_pending``: the file's prototype step is still to be done; ``rng_state``:
         the fit's random stream, None in files before version 3: restarted; ``ref_rows``: the
-        training rows of the graph rule's reference set ``_fit_X``, None: all, in order)."""
+        training rows of the graph rule's reference set ``_fit_X``, None: all, in order;
+        ``stream``: ``partial_fit``'s running sums (``_persistence._read_stream``), None: the
+        file has none; ``sums_kept``: the file's version stores them when there are any)."""
         self._p = p
         A = self.components_
         self._state = _driver.State(
@@ -1170,7 +1176,15 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                                  "ref_rows": ref_rows}
         self._rng_state = (np.random.RandomState(0).get_state() if rng_state is None
                            else rng_state)
-        self._loaded_state = self._state  # partial_fit warns that its running sums restart
+        if stream is not None:  # the next partial_fit continues the saved stream
+            t = stream["transform"]
+            self._stream_ = {
+                "theta": stream["theta"], "scale": self.scale_, "n_seen": stream["n_seen"],
+                "transform": None if t is None else TransformStatistics(*t, A.dtype),
+                "ref": (self._fit_X, self._fit_ref_labels()) if p.rule == "graph" else None,
+                "state": self._state}
+        elif not sums_kept:  # partial_fit warns that the running sums (if any) restart
+            self._loaded_state = self._state
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -1192,10 +1206,10 @@ def load(path):
         Fitted, with every public fitted attribute of the saved model (``initial_labels_``
         included): ``predict``, ``predict_proba``, ``transform`` and ``score`` give the
         saved model's bits, and a ``warm_start`` continues as the saved model would.
-        ``partial_fit`` on a loaded model restarts its running sums from the next chunk (they
-        are not stored) and says so with a ``RuntimeWarning``. Files of format version 2 and
-        older load without ``initial_labels_`` and a ``warm_start`` restarts their random
-        stream (see ``docs/user_guide.md``, "Saving and loading models").
+        ``partial_fit`` continues its running sums. Files of format version 2 and older load
+        without ``initial_labels_``, a ``warm_start`` restarts their random stream and
+        ``partial_fit`` their running sums (with a ``RuntimeWarning``; see
+        ``docs/user_guide.md``, "Saving and loading models").
 
     Raises
     ------

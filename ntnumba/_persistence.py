@@ -46,6 +46,13 @@ key                       content
                           samples (version 2 wrote the reference set's ``labels_``,
                           ``similarity_labels_``, ``outlier_scores_`` and ``probabilities_``
                           only)
+``stream_count_``, ...    ``partial_fit`` only (version 3): its running sums, which the next
+                          ``partial_fit`` continues: float64 ``stream_count_`` (C, Cs),
+                          ``stream_sum_q_`` (C, Cs, M), ``stream_sum_qq_`` (C, Cs),
+                          ``stream_sum_wy_pos_``, ``stream_sum_wy_neg_``, ``stream_sum_yy_``
+                          (C, M), integer ``stream_n_seen_``; with a learned map also
+                          ``stream_gram_`` (N, N), ``stream_cross_`` (M, N), float
+                          ``stream_target_sq_`` and integer ``stream_n_samples_``
 ``prototypes_pending_``   optional: integer 1 when a fit with ``prototypes=True`` was
                           interrupted inside its prototype step (a ``warm_start`` does it)
 ========================  =====================================================================
@@ -56,11 +63,13 @@ and ignores keys it does not know (they are never decompressed); a file of a new
 ``format_version`` is refused with a clear error, as are truncated, corrupted and foreign files
 (``ValueError`` naming the file).
 
-Versions: 3 adds ``initial_labels_``, ``rng_state_``, ``fit_labels_`` and ``ref_rows_`` (the
+Versions: 3 adds ``initial_labels_``, ``rng_state_``, ``fit_labels_``, ``ref_rows_`` and the
+running sums of ``partial_fit`` (the
 reference set of a ``partial_fit`` stream is its first chunk, whose clusters are not
 ``labels_``, the last chunk's; that of a fit of more than 20000 rows is a sample of them:
 version 2 could not hold either). Files of versions 1 and 2 load without them: no
-``initial_labels_`` attribute, and a ``warm_start`` restarts the random stream (seeded 0).
+``initial_labels_`` attribute; a ``warm_start`` restarts the random stream (seeded 0) and a
+later ``partial_fit`` its running sums (with a ``RuntimeWarning``).
 2 since the graph rule compares the samples in their own ``N`` dimensions
 (``shared_mean_`` and ``shared_components_`` have ``N`` columns; they had ``n_components``).
 A version-1 file of ``assign="graph"`` is refused with a ``ValueError`` that says to refit: its
@@ -78,9 +87,10 @@ declares and ``fit_X_`` and ``ref_rows_`` must repeat (``n`` without ``fit_label
 expands at most 1032-fold) and that matches the size the archive records. The values are then
 checked: finite parameters, representations, shared directions and objective history, labels
 (``labels_``, ``initial_labels_``, ``fit_labels_``) within ``[0, n_clusters)`` and
-``[0, n_similarity)``, increasing ``ref_rows_`` within ``[0, n)``, a positive finite
-``scale_``, a random state that ``numpy.random.RandomState.set_state`` accepts. Anything else
-is a ``ValueError`` naming the file and the entry. ``save`` writes to a temporary file in the
+``[0, n_similarity)``, increasing ``ref_rows_`` within ``[0, n)``, finite running sums
+(counts and sums of squares not negative), a positive finite ``scale_``, a random state
+that ``numpy.random.RandomState.set_state`` accepts. Anything else is a ``ValueError`` naming
+the file and the entry. ``save`` writes to a temporary file in the
 destination folder and renames it, so an interrupted save never leaves a truncated model behind.
 """
 import json
@@ -114,6 +124,61 @@ _GRAPH = ("n_shared_", "graph_cut_", "shared_mean_", "shared_components_", "fit_
 # the optional per-sample cluster labels (int64 in the file, within [0, n_clusters))
 _LABELS = ("initial_labels_", "fit_labels_")
 _MT_KEYS = 624  # words of the MT19937 state of numpy.random.RandomState
+# partial_fit's running sums of the Stage-2 statistics (file key: stream_<name>_), and which
+# must not be negative
+_STREAM_THETA = ("count", "sum_q", "sum_qq", "sum_wy_pos", "sum_wy_neg", "sum_yy")
+_STREAM_NONNEGATIVE = ("count", "sum_qq", "sum_yy")
+
+
+def _stream_payload(model):
+    """The entries of ``partial_fit``'s running sums (none unless the model's last update was
+    a ``partial_fit``: the next one continues them)."""
+    stream = getattr(model, "_stream_", None)
+    if not stream or stream.get("theta") is None or (
+            stream.get("state") is not getattr(model, "_state", None)):
+        return {}
+    out = {f"stream_{k}_": np.asarray(stream["theta"][k], dtype=np.float64)
+           for k in _STREAM_THETA}
+    out["stream_n_seen_"] = np.array(int(stream["n_seen"]))
+    t = stream.get("transform")
+    if t is not None:
+        out.update(stream_gram_=np.asarray(t.gram, dtype=np.float64),
+                   stream_cross_=np.asarray(t.cross, dtype=np.float64),
+                   stream_target_sq_=np.array(float(t.target_sq)),
+                   stream_n_samples_=np.array(int(t.n_samples)))
+    return out
+
+
+def _read_stream(f, C, Cs, M, N, learn_transform):
+    """``partial_fit``'s running sums of the archive ``f`` (None when it has none), every
+    entry of the shape the model's dimensions give, finite, counts and squares not
+    negative: ``{"theta": {name: array}, "n_seen": int, "transform": None or (gram, cross,
+    target_sq, n_samples)}``."""
+    if "stream_count_" not in f:
+        return None
+    shapes = {"count": (C, Cs), "sum_q": (C, Cs, M), "sum_qq": (C, Cs), "sum_wy_pos": (C, M),
+              "sum_wy_neg": (C, M), "sum_yy": (C, M)}
+    keys = [f"stream_{k}_" for k in _STREAM_THETA] + ["stream_n_seen_"]
+    if learn_transform:
+        keys += ["stream_gram_", "stream_cross_", "stream_target_sq_", "stream_n_samples_"]
+    missing = [k for k in keys if k not in f]
+    if missing:
+        f.fail(f"partial_fit's running sums are missing {missing}")
+    theta = {k: f.array(f"stream_{k}_", shapes[k], "f").astype(np.float64)
+             for k in _STREAM_THETA}
+    n_seen = f.scalar("stream_n_seen_", int)
+    transform = None
+    if learn_transform:
+        transform = (f.array("stream_gram_", (N, N), "f").astype(np.float64),
+                     f.array("stream_cross_", (M, N), "f").astype(np.float64),
+                     f.scalar("stream_target_sq_", float), f.scalar("stream_n_samples_", int))
+    sums = list(theta.values()) + ([] if transform is None else list(transform[:3]))
+    if not all(np.all(np.isfinite(a)) for a in sums):
+        f.fail("partial_fit's running sums contain NaN or inf")
+    if any(np.any(theta[k] < 0) for k in _STREAM_NONNEGATIVE) or n_seen < 0 or (
+            transform is not None and (transform[2] < 0 or transform[3] < 0)):
+        f.fail("partial_fit's running sums have negative counts or sums of squares")
+    return {"theta": theta, "n_seen": n_seen, "transform": transform}
 
 
 def _rng_to_array(state):
@@ -163,6 +228,7 @@ def save_model(model, path):
     for key in _LABELS:
         if key in payload:
             payload[key] = payload[key].astype(np.int64, copy=False)
+    payload.update(_stream_payload(model))
     rows = model._ref_rows() if hasattr(model, "_ref_rows") else None
     if rows is not None:
         payload["ref_rows_"] = np.asarray(rows, dtype=np.int64)
@@ -488,7 +554,9 @@ def _load(f, path, factory):
             if ref_rows.size and not (0 <= ref_rows[0] and ref_rows[-1] < n
                                       and np.all(np.diff(ref_rows) > 0)):
                 f.fail(f"ref_rows_ must be increasing rows of [0, {n})")
+    stream = _read_stream(f, C, Cs, M, N, p.learn_transform)
     _check_arrays(model, path)
     pending = "prototypes_pending_" in f and f.scalar("prototypes_pending_", int) == 1
-    model._restore_loaded(p, prototypes_pending=pending, rng_state=rng_state, ref_rows=ref_rows)
+    model._restore_loaded(p, prototypes_pending=pending, rng_state=rng_state, ref_rows=ref_rows,
+                          stream=stream, sums_kept=version >= 3)
     return model

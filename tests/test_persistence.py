@@ -3,6 +3,7 @@ import json
 import os
 import pickle
 import re
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -108,8 +109,14 @@ def test_round_trip_streamed(X, tmp_path, assign):
     rows = np.random.default_rng(0).permutation(len(X))
     s = NTClustering(3, **kw)
     for chunk in (X[rows[:14]], X[rows[14:]]):
-        s.partial_fit(chunk)
-    _assert_same_model(s, ntnumba.load(s.save(tmp_path / "s")), X)
+        s.partial_fit(chunk, forget=0.9)
+    loaded = ntnumba.load(s.save(tmp_path / "s"))
+    _assert_same_model(s, loaded, X)
+    with warnings.catch_warnings():  # the running sums are in the file: nothing restarts
+        warnings.simplefilter("error", RuntimeWarning)
+        for est in (s, loaded):
+            est.partial_fit(X[rows[:9]], forget=0.9)
+    _assert_same_model(s, loaded, X)
 
 
 def test_suffix_added_and_path_like(model, tmp_path):
@@ -193,6 +200,30 @@ def test_version_2_files_load_without_the_new_fields(X, tmp_path):
     np.testing.assert_array_equal(old._fit_ref_labels(), m._fit_labels)
     old.set_params(warm_start=True, max_iter=2).fit(X)   # the random stream restarts
     assert old.n_iter_ == 2 and not hasattr(old, "initial_labels_")
+
+
+@pytest.fixture(scope="module")
+def stream_model(X):
+    s = NTClustering(3, n_components=10, random_state=0, assign="objective", init="k-means++")
+    return s.partial_fit(X[:14]).partial_fit(X[14:])
+
+
+@pytest.mark.parametrize("key, value, match", [
+    ("stream_count_", -np.ones((3, 2)), "negative counts"),
+    ("stream_sum_yy_", np.full((3, 10), -1.0), "negative counts"),
+    ("stream_sum_q_", np.ones((3, 2, 9)), "stream_sum_q_ has shape"),
+    ("stream_gram_", np.full((5, 5), np.nan), "NaN or inf"),
+    ("stream_gram_", np.ones((5, 5), dtype=object), "stream_gram_"),
+    ("stream_target_sq_", np.array(-1.0), "negative"),
+    ("stream_n_seen_", np.array(1.5), "stream_n_seen_"),
+    ("stream_cross_", None, r"missing \['stream_cross_'\]"),
+])
+def test_crafted_stream_entries(stream_model, tmp_path, key, value, match):
+    src = stream_model.save(tmp_path / "s")
+    path = _craft(src, tmp_path / "bad.npz",
+                  **{key: None if value is None else _npy_bytes(value)})
+    with pytest.raises(ValueError, match=match):
+        ntnumba.load(path)
 
 
 def test_unsaveable_random_state_is_dropped(X, tmp_path):
