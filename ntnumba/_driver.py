@@ -577,9 +577,11 @@ class _FirstLabels:
 
 def graph_summary(info):
     """What a fit keeps of a graph partition's ``info``: ``n_shared``, its cut, every cut, and
-    the mean and shared directions of the graph's rows (those of ``predict``)."""
+    the mean and shared directions of the graph's rows (those of ``predict``) and its
+    near-copy factor (``copies``, None when unknown)."""
     return {"n_shared": info["n_shared"], "graph_cut": info["ncut"][info["n_shared"]],
-            "ncut": dict(info["ncut"]), "mean": info["mean"], "V": info["V"]}
+            "ncut": dict(info["ncut"]), "mean": info["mean"], "V": info["V"],
+            "copies": info.get("copies")}
 
 
 def reference_rows(src, seed):

@@ -964,6 +964,64 @@ def copy_factor(sim, k):
     return int(max(1, np.median(first)))
 
 
+def neighbour_lists(Y, k, copies=None, weighting="mutual-rank", method="auto",
+                    random_state=None, verbose=0, check=None):
+    """The neighbour lists a k-NN graph of the rows ``Y`` is built from
+    (:func:`weighted_graph`), as the graph partition searches them.
+
+    ``copies`` None: the near-copy factor ``g`` (:func:`copy_factor`) is measured on lists of
+    ``max(8 k, 32)`` neighbours (at least ``L k``) and the lists lengthened when the weighting
+    needs more; else ``g = copies``. The lists hold ``L k g`` neighbours (``L`` =
+    ``RANK_LISTS`` for the mutual ranks, 1 for ``"similarity"``), at most ``n - 1``; returns
+    ``nn``, ``sim`` (:func:`knn_search`, self excluded) and ``g``.
+    ``check(K)``, when given, is called before the lists are lengthened to ``K`` (the graph
+    partition's memory check).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._graph import neighbour_lists
+    >>> Y = np.random.default_rng(0).standard_normal((50, 4))
+    >>> nn, sim, g = neighbour_lists(np.repeat(Y, 3, axis=0), 2)   # every row three times
+    >>> g, nn.shape
+    (3, (150, 24))
+    """
+    n = Y.shape[0]
+    lk = RANK_LISTS if weighting == "mutual-rank" else 1
+    K = min(n - 1, max(8 * k, 32, lk * k) if copies is None else lk * k * copies)
+    nn, sim = knn_search(Y, K, exclude_self=True, method=method, random_state=random_state,
+                         verbose=verbose)
+    if copies is None:
+        copies = max(1, min(copy_factor(sim, k), K // max(k, 1)))
+        if K < min(n - 1, lk * k * copies):  # the mutual ranks need longer lists
+            K = min(n - 1, lk * k * copies)
+            if check is not None:
+                check(K)
+            nn, sim = knn_search(Y, K, exclude_self=True, method=method,
+                                 random_state=random_state, verbose=verbose)
+    return nn, sim, copies
+
+
+def weighted_graph(nn, sim, k, n, weighting="mutual-rank"):
+    """The graph partition's k-NN graph from sorted neighbour lists (:func:`neighbour_lists`):
+    ``weighting="mutual-rank"``: :func:`mutual_rank_graph` of the first ``RANK_LISTS * k``
+    neighbours; ``"similarity"``: :func:`knn_graph` of the first ``k``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._graph import knn_search, weighted_graph
+    >>> Y = np.random.default_rng(0).standard_normal((30, 4))
+    >>> nn, sim = knn_search(Y, 12, exclude_self=True)
+    >>> weighted_graph(nn, sim, 3, 30).nnz == weighted_graph(nn, sim, 3, 30, "similarity").nnz
+    True
+    """
+    if weighting == "mutual-rank":
+        L = RANK_LISTS * k
+        return mutual_rank_graph(nn[:, :L], sim[:, :L], k, n)
+    return knn_graph(nn[:, :k], sim[:, :k], n)
+
+
 def graph_partition(X, n_clusters, *, n_neighbors=5, n_shared=DEFAULT_SHARED, random_state=None,
                     return_all=False, knn="auto", verbose=0, offset=None,
                     weighting="mutual-rank"):
@@ -1092,29 +1150,18 @@ def _partition(X, C, k, cands, seed, return_all, knn, say, offset=None,
         if lists is not None:
             nn, sim = exact_order(Y, Y, lists.pop(r))
         else:
-            K = min(nd - 1, max(8 * k, 32, lk * k) if copies is None else lk * k * copies)
-            nn, sim = knn_search(Y, K, exclude_self=True, method=knn, random_state=seed,
-                                 verbose=say.verbose)
-        Y = None
-        if copies is None:
-            copies = max(1, min(copy_factor(sim, k), K // max(k, 1)))
-            say(f"near-copies per sample: {copies} (k-NN graph with {k * copies} neighbours)")
-            if K < min(nd - 1, lk * k * copies):  # the mutual ranks need longer lists
-                K = min(nd - 1, lk * k * copies)
-                _check_graph_memory(nd, N, K, len(cands))
-                Y = graph_rows(Xd, mean, V, offset)
-                nn, sim = knn_search(Y, K, exclude_self=True, method=knn, random_state=seed,
-                                     verbose=say.verbose)
-                Y = None
-            if exact and len(cands) > 1:
+            first_lists = copies is None
+            nn, sim, copies = neighbour_lists(
+                Y, k, copies, weighting, knn, seed, say.verbose,
+                check=lambda K: _check_graph_memory(nd, N, K, len(cands)))
+            if first_lists:
+                say(f"near-copies per sample: {copies} (k-NN graph with {k * copies} neighbours)")
+            if first_lists and exact and len(cands) > 1:
                 lists = knn_candidates(Xd, mean, Vall, cands[1:],
                                        min(nd - 1, lk * k * copies), offset)
                 say(f"exact k-NN lists of the other {len(cands) - 1} candidates")
-        if weighting == "mutual-rank":
-            W = mutual_rank_graph(nn[:, :lk * k * copies], sim[:, :lk * k * copies],
-                                  k * copies, nd)
-        else:
-            W = knn_graph(nn[:, :k * copies], sim[:, :k * copies], nd)
+        Y = None
+        W = weighted_graph(nn, sim, k * copies, nd, weighting)
         nn = sim = None
         say(f"r = {r}: k-NN graph ({W.nnz} edges)")
         vals, maps, cut = spectral_embedding(W, C, random_state=seed)

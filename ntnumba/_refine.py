@@ -108,6 +108,11 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 
+#: the edge weights of the graph partition (``graph_partition``'s default), those of ``W_X``
+#: in :func:`refine` and of the coarse graph of :func:`prototype_refine`
+PARTITION_WEIGHTING = "mutual-rank"
+
+
 def contingency(labels, reference, n_clusters):
     """``T[a, b]``: number of samples with ``labels == a`` and ``reference == b`` (C x C)."""
     T = np.zeros((n_clusters, n_clusters), dtype=np.int64)
@@ -221,16 +226,18 @@ def learned_map_applies(X, p):
     return (X.shape[1] > _select.FEW_FEATURES and _select.feature_weights(X) is None)
 
 
-def graph_of_rows(Y, k, random_state=0):
-    """The symmetrised k-NN graph (:func:`ntnumba._graph.knn_graph`) of the rows ``Y`` by the
-    graph's angular similarity (:func:`ntnumba._graph.knn_search`), ``k`` neighbours (at
-    most ``n - 1``)."""
+def graph_of_rows(Y, k, random_state=0, weighting="similarity"):
+    """The k-NN graph of the rows ``Y`` by the graph's angular similarity, ``k`` neighbours
+    (at most ``n - 1``), built as the graph partition builds its graph: the lists of
+    :func:`ntnumba._graph.neighbour_lists`, the edge weights of
+    :func:`ntnumba._graph.weighted_graph` (``"similarity"``: the symmetrised similarities;
+    ``"mutual-rank"``: the graph partition's weights)."""
     from . import _graph
 
     n = Y.shape[0]
-    nn, sim = _graph.knn_search(Y, min(n - 1, int(k)), exclude_self=True,
-                                random_state=random_state)
-    return _graph.knn_graph(nn, sim, n)
+    k = min(n - 1, int(k))
+    nn, sim, _ = _graph.neighbour_lists(Y, k, 1, weighting, random_state=random_state)
+    return _graph.weighted_graph(nn, sim, k, n, weighting)
 
 
 def coassociation_weights(W, partitions):
@@ -326,11 +333,12 @@ def refine(X, Z, labels, graph, p, random_state, n_shared=0, verbose=0):
     say = _graph._Progress(verbose)
     k = p.n_neighbors
     Yx = _graph.graph_rows(X[first], graph["mean"], graph["V"])
-    nn, sim = _graph.knn_search(Yx, min(first.size - 1, max(8 * k, 32)), exclude_self=True,
-                                random_state=random_state)
-    # the data's near-copies (as in the graph partition): k times as many neighbours
-    kc = k * max(1, min(_graph.copy_factor(sim, k), sim.shape[1] // max(k, 1)))
-    Wx = _graph.knn_graph(nn[:, :kc], sim[:, :kc], first.size)
+    # the initial partition's graph: its lists, near-copy factor and weights
+    nn, sim, copies = _graph.neighbour_lists(Yx, k, graph.get("copies"), PARTITION_WEIGHTING,
+                                             random_state=random_state)
+    kc = k * copies
+    Wx = _graph.weighted_graph(nn, sim, kc, first.size, PARTITION_WEIGHTING)
+    nn = sim = None
     Wa = graph_of_rows(within_rows(np.asarray(Z, dtype=np.float64)[first], lab, n_shared), kc,
                        random_state)
     say(f"refine: graphs of the data ({Wx.nnz} edges) and of the learned map ({Wa.nnz})")
@@ -426,15 +434,10 @@ def prototype_partition(Z, labels, n_clusters, max_steps=PROTOTYPE_STEPS):
 
 
 def coarse_graph(rows, p, random_state=0):
-    """The k-NN graph of the graph rows ``rows`` (:func:`ntnumba._graph.graph_rows` of the
-    initial partition, distinct rows) with ``COARSE * n_neighbors`` neighbours (at most
-    ``n - 1``)."""
-    from . import _graph
-
-    n = rows.shape[0]
-    k = min(n - 1, COARSE * p.n_neighbors)
-    nn, sim = _graph.knn_search(rows, k, exclude_self=True, random_state=random_state)
-    return _graph.knn_graph(nn, sim, n)
+    """The graph partition's k-NN graph (mutual-rank weights, :func:`graph_of_rows`) of the
+    graph rows ``rows`` (:func:`ntnumba._graph.graph_rows` of the initial partition, distinct
+    rows) with ``COARSE * n_neighbors`` neighbours (at most ``n - 1``)."""
+    return graph_of_rows(rows, COARSE * p.n_neighbors, random_state, PARTITION_WEIGHTING)
 
 
 def prototype_refine(Z, rows, labels, p, random_state=0):

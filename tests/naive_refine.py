@@ -76,3 +76,33 @@ def coassociation_weights(W, partitions):
             together = sum(1 for P in partitions if P[i] == P[j])
             out[i, j] = W[i, j] * together / len(partitions)
     return out
+
+
+def similarity_matrix(Y):
+    """The graph's similarity ((sin t + (pi - t) cos t) / pi)^2 of the angle t of every pair of
+    rows, dense (numpy on the matrix of cosines; rows are not zero)."""
+    Y = np.asarray(Y, dtype=np.float64)
+    U = Y / np.linalg.norm(Y, axis=1, keepdims=True)
+    c = np.clip(U @ U.T, -1.0, 1.0)
+    t = np.arccos(c)
+    return ((np.sin(t) + (np.pi - t) * c) / np.pi) ** 2
+
+
+def mutual_rank_graph(Y, k, L):
+    """Dense W = (K + K^T) / 2 with K_ij = S_ij exp(-(t + b) / k) for j the t-th (t < k) most
+    similar row to i and b the position of i among the L most similar rows to j (L if
+    absent): every row's order by a full stable sort of the dense similarities (ties: the
+    smaller index), the positions in a dense n x n table."""
+    S = similarity_matrix(Y)
+    n = S.shape[0]
+    np.fill_diagonal(S, -np.inf)  # self excluded
+    order = np.argsort(-S, axis=1, kind="stable")[:, :L]
+    pos = np.full((n, n), L)
+    for j in range(n):
+        pos[j, order[j]] = np.arange(L)
+    K = np.zeros((n, n))
+    for i in range(n):
+        for t in range(k):
+            j = order[i, t]
+            K[i, j] = S[i, j] * np.exp(-(t + pos[j, i]) / k)
+    return (K + K.T) / 2

@@ -39,11 +39,15 @@ def test_coassociation_weights_match_naive(seed):
                                naive_refine.coassociation_weights(W, parts), atol=1e-15)
 
 
-def test_refine_partitions_the_coassociation_graph(monkeypatch):
-    """The step is: the data's graph and the learned rows' graph, the learned graph's spectral
-    partition, both partitions' co-association on the sum of the graphs, its partition."""
-    from ntnumba import _graph
-    from ntnumba._graph import cluster_qr, graph_rows, shared_directions, spectral_embedding
+@pytest.mark.parametrize("copies", [None, 2])
+def test_refine_partitions_the_coassociation_graph(monkeypatch, copies):
+    """The step is: the initial partition's graph (mutual-rank weights, ``k`` times its
+    near-copy factor neighbours) and the learned rows' graph, the learned graph's spectral
+    partition, both partitions' co-association on the sum of the graphs, its partition. The
+    expected graphs, partitions and weights are computed here from the inputs."""
+    import naive_graph
+    from ntnumba._graph import RANK_LISTS, cluster_qr, graph_rows, shared_directions
+    from ntnumba._graph import spectral_embedding
 
     X, y, wrong = _planted(0)
     rng = np.random.default_rng(5)
@@ -54,18 +58,18 @@ def test_refine_partitions_the_coassociation_graph(monkeypatch):
     real = R.coassociation_weights
 
     def spy(W, parts):
-        seen["W"], seen["parts"] = W.toarray(), [np.array(q) for q in parts]
-        return real(W, parts)
+        seen["out"] = real(W, parts).toarray()
+        return seen["out"]
 
     monkeypatch.setattr(R, "coassociation_weights", spy)
-    new, info = R.refine(X, Z, wrong, {"mean": mean, "V": V}, p, 3, n_shared=1)
-    Wx = _graph.knn_graph(*_graph.knn_search(graph_rows(X, mean, V), 5, exclude_self=True))
-    Wa = R.graph_of_rows(naive_refine.within_rows(Z, wrong, 1), 5)
-    np.testing.assert_allclose(seen["W"], (Wx + Wa).toarray(), atol=1e-12)
-    np.testing.assert_array_equal(seen["parts"][0], wrong)
-    np.testing.assert_array_equal(seen["parts"][1],
-                                  cluster_qr(spectral_embedding(Wa, 3, random_state=3)[1]))
-    Wc = naive_refine.coassociation_weights(seen["W"], seen["parts"])
+    graph = {"mean": mean, "V": V, "copies": copies}
+    new, info = R.refine(X, Z, wrong, graph, p, 3, n_shared=1)
+    kc = 5 * (copies or 1)  # no near-copies in these data: the measured factor is 1
+    Wx = naive_refine.mutual_rank_graph(graph_rows(X, mean, V), kc, RANK_LISTS * kc)
+    Wa = naive_graph.knn_graph(naive_refine.within_rows(Z, wrong, 1), kc)
+    part_a = cluster_qr(spectral_embedding(Wa, 3, random_state=3)[1])
+    Wc = naive_refine.coassociation_weights(Wx + Wa, [wrong, part_a])
+    np.testing.assert_allclose(seen["out"], Wc, atol=1e-12)
     want = cluster_qr(spectral_embedding(Wc, 3, random_state=3)[1])
     want, _ = naive_refine.match_labels(want, wrong, 3)
     np.testing.assert_array_equal(new, want)
@@ -288,7 +292,9 @@ def test_metric_rows_distances_are_those_of_the_map(shape):
 
 @pytest.mark.parametrize("seed,moved", [(0, True), (1, True), (2, False), (3, False)])
 def test_prototype_refine_decides_by_the_coarse_cut(seed, moved):
-    import naive_graph
+    """The judge: the cuts of the mutual-rank graph (the graph partition's weights) of
+    ``COARSE * n_neighbors`` neighbours, by the dense reference."""
+    from ntnumba._graph import RANK_LISTS
 
     X, y = _touching_blobs(seed, n_per=15)
     p = _driver.Params(3, 2, n_neighbors=2)
@@ -298,7 +304,8 @@ def test_prototype_refine_decides_by_the_coarse_cut(seed, moved):
         start[::4] = (start[::4] + 1) % 3  # a quarter of the samples in the wrong cluster
     lab, info = R.prototype_refine(X, rows, start, p)
     new = naive_refine.prototype_partition(X, start, 3)
-    W = naive_graph.knn_graph(rows, R.COARSE * p.n_neighbors)
+    k = min(len(rows) - 1, R.COARSE * p.n_neighbors)
+    W = naive_refine.mutual_rank_graph(rows, k, min(len(rows) - 1, RANK_LISTS * k))
     cuts = (naive_refine.normalised_cut(W, start, 3), naive_refine.normalised_cut(W, new, 3))
     np.testing.assert_allclose(info["cuts"], cuts, rtol=1e-9)
     keep = cuts[1] < R.CUT_RATIO * cuts[0]
@@ -320,6 +327,39 @@ def test_prototype_refine_decides_on_distinct_rows(r):
     np.testing.assert_allclose(info_r["cuts"], info["cuts"], rtol=1e-9)
     assert info_r["kept"] == info["kept"]
     np.testing.assert_array_equal(lab_r, np.tile(lab, r))
+
+
+def test_prototype_refine_rejects_the_nearest_means_on_images():
+    """Five objects of the COIL-20 demo copy: the graph partition is right; the nearest-mean
+    partition (CA 0.83) cuts a coarse graph with plain similarity weights less (cut ratio
+    0.76: the judge before, which replaced the graph partition of COIL-20, CA 86.5 -> 74.7),
+    but not the coarse graph with the partition's own mutual-rank weights: rejected."""
+    from ntnumba._graph import RANK_LISTS, graph_rows
+    from ntnumba.datasets import load_demo
+
+    X, y = load_demo()
+    X, y = X[y < 5], y[y < 5]
+    lab, info = graph_partition(X, 5, random_state=0)
+    assert clustering_accuracy(y, lab) == 1.0
+    rows = graph_rows(X, info["mean"], info["V"])
+    p = _driver.Params(5, 2)
+    new, out = R.prototype_refine(X, rows, lab, p)
+    proto = R.prototype_partition(X, lab, 5)
+    assert clustering_accuracy(y, proto) < 0.9
+    k = R.COARSE * p.n_neighbors
+    W = naive_refine.mutual_rank_graph(rows, k, RANK_LISTS * k)
+    cuts = (naive_refine.normalised_cut(W, lab, 5), naive_refine.normalised_cut(W, proto, 5))
+    np.testing.assert_allclose(out["cuts"], cuts, rtol=1e-9)
+    assert cuts[1] >= R.CUT_RATIO * cuts[0] and not out["kept"]
+    np.testing.assert_array_equal(new, lab)
+    # the plain-similarity graph of the same neighbours prefers the nearest means
+    S = naive_refine.similarity_matrix(rows)
+    np.fill_diagonal(S, -np.inf)
+    K = np.zeros_like(S)
+    top = np.argsort(-S, axis=1, kind="stable")[:, :k]
+    np.put_along_axis(K, top, np.take_along_axis(S, top, axis=1), axis=1)
+    Wp = (K + K.T) / 2
+    assert R.normalised_cut(Wp, proto, 5) < R.CUT_RATIO * R.normalised_cut(Wp, lab, 5)
 
 
 def _prototype_case():
