@@ -971,9 +971,10 @@ def neighbour_lists(Y, k, copies=None, weighting="mutual-rank", method="auto",
 
     ``copies`` None: the near-copy factor ``g`` (:func:`copy_factor`) is measured on lists of
     ``max(8 k, 32)`` neighbours (at least ``L k``) and the lists lengthened when the weighting
-    needs more; else ``g = copies``. The lists hold ``L k g`` neighbours (``L`` =
-    ``RANK_LISTS`` for the mutual ranks, 1 for ``"similarity"``), at most ``n - 1``; returns
-    ``nn``, ``sim`` (:func:`knn_search`, self excluded) and ``g``.
+    needs more; else ``g = copies``. The lists hold at least ``L k g`` neighbours (``L`` =
+    ``RANK_LISTS`` for the mutual ranks, 1 for ``"similarity"``; exactly that many when
+    ``copies`` is given), at most ``n - 1``; returns ``nn``, ``sim`` (:func:`knn_search`,
+    self excluded) and ``g``.
     ``check(K)``, when given, is called before the lists are lengthened to ``K`` (the graph
     partition's memory check).
 
@@ -983,8 +984,10 @@ def neighbour_lists(Y, k, copies=None, weighting="mutual-rank", method="auto",
     >>> from ntnumba._graph import neighbour_lists
     >>> Y = np.random.default_rng(0).standard_normal((50, 4))
     >>> nn, sim, g = neighbour_lists(np.repeat(Y, 3, axis=0), 2)   # every row three times
-    >>> g, nn.shape
-    (3, (150, 24))
+    >>> g, nn.shape                                                # max(8 k, 32) >= 4 k g
+    (3, (150, 32))
+    >>> neighbour_lists(Y, 2, copies=3)[0].shape
+    (50, 24)
     """
     n = Y.shape[0]
     lk = RANK_LISTS if weighting == "mutual-rank" else 1
