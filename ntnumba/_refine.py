@@ -82,9 +82,10 @@ the package does not keep, except the runs of ``relabel=1`` itself (the suite's 
   ``W_X`` (the suite's pages, 5 seeds) -0.17 / -0.30 (up 8, down 5), check -0.13 / -0.12;
   with ``W_X`` the initial partition's own mutual-rank graph (now; the suite's command,
   ``--quick``, 1 seed, load 8.4) -0.37 / -0.42 (up 6, down 7: Extended Yale B unbalanced
-  -6.1, MNIST subset -3.0, USPS -2.4), check -0.22 / -0.28 (up 4, down 4). Either way
+  -6.1, MNIST subset -3.0, USPS -2.4), check -0.22 / -0.28 (up 4, down 4); 5 seeds (``docs/dev_results.md``,
+  ``docs/dev_check.md``) -0.16 / -0.35 (up 7, down 6), check -0.21 / -0.26. Either way
   below ``initial_labels_``: kept as the initial partition's graph so that the two
-  cannot drift apart (the 5-seed pages, ``docs/dev_results.md``, predate it).
+  cannot drift apart.
 
 None of them is the default: every one changes only a few percent of the labels, the gains
 are a fraction of a point and the check set does not confirm them (the kept variant loses
