@@ -964,6 +964,22 @@ def copy_factor(sim, k):
     return int(max(1, np.median(first)))
 
 
+def list_length(n, k, copies=None, weighting="mutual-rank"):
+    """Neighbours per list of the graph of ``n`` rows (at most ``n - 1``): ``L k g`` for the
+    near-copy factor ``g = copies`` (``L = RANK_LISTS`` for the mutual ranks, 1 for
+    ``"similarity"``); ``copies`` None (not measured yet): ``max(8 k, 32, L k)``, enough to
+    see the near-copies (:func:`copy_factor`).
+
+    Examples
+    --------
+    >>> from ntnumba._graph import list_length
+    >>> list_length(1000, 5), list_length(1000, 5, 3), list_length(1000, 5, 3, "similarity")
+    (40, 60, 15)
+    """
+    lk = RANK_LISTS if weighting == "mutual-rank" else 1
+    return min(n - 1, max(8 * k, 32, lk * k) if copies is None else lk * k * copies)
+
+
 def neighbour_lists(Y, k, copies=None, weighting="mutual-rank", method="auto",
                     random_state=None, verbose=0, check=None):
     """The neighbour lists a k-NN graph of the rows ``Y`` is built from
@@ -990,14 +1006,13 @@ def neighbour_lists(Y, k, copies=None, weighting="mutual-rank", method="auto",
     (50, 24)
     """
     n = Y.shape[0]
-    lk = RANK_LISTS if weighting == "mutual-rank" else 1
-    K = min(n - 1, max(8 * k, 32, lk * k) if copies is None else lk * k * copies)
+    K = list_length(n, k, copies, weighting)
     nn, sim = knn_search(Y, K, exclude_self=True, method=method, random_state=random_state,
                          verbose=verbose)
     if copies is None:
         copies = max(1, min(copy_factor(sim, k), K // max(k, 1)))
-        if K < min(n - 1, lk * k * copies):  # the mutual ranks need longer lists
-            K = min(n - 1, lk * k * copies)
+        if K < list_length(n, k, copies, weighting):  # the mutual ranks need longer lists
+            K = list_length(n, k, copies, weighting)
             if check is not None:
                 check(K)
             nn, sim = knn_search(Y, K, exclude_self=True, method=method,
@@ -1142,9 +1157,7 @@ def _partition(X, C, k, cands, seed, return_all, knn, say, offset=None,
     cuts = {}
     all_labels = {}
     copies = None  # near-copies per sample (copy_factor), from the first candidate's lists
-    # K neighbours: enough to see near-copies (copy_factor) and to keep k g of them (L k g
-    # for the mutual ranks)
-    lk = RANK_LISTS if weighting == "mutual-rank" else 1
+    # list_length: enough neighbours to see near-copies (copy_factor), then L k g of them
     exact = knn == "exact" or (knn == "auto" and nd <= EXACT_MAX)
     lists = None  # the exact lists of the other candidates, from one pass (knn_candidates)
     for r in cands:
@@ -1161,7 +1174,7 @@ def _partition(X, C, k, cands, seed, return_all, knn, say, offset=None,
                 say(f"near-copies per sample: {copies} (k-NN graph with {k * copies} neighbours)")
             if first_lists and exact and len(cands) > 1:
                 lists = knn_candidates(Xd, mean, Vall, cands[1:],
-                                       min(nd - 1, lk * k * copies), offset)
+                                       list_length(nd, k, copies, weighting), offset)
                 say(f"exact k-NN lists of the other {len(cands) - 1} candidates")
         Y = None
         W = weighted_graph(nn, sim, k * copies, nd, weighting)

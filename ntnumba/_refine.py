@@ -294,6 +294,14 @@ def coassociation_weights(W, partitions):
     return out
 
 
+def _spectral_partition(W, C, random_state):
+    """The graph partition's step 3 on ``W``: ``cluster_qr`` of its ``C`` leading
+    eigenvectors (:func:`ntnumba._graph.spectral_embedding`)."""
+    from . import _graph
+
+    return _graph.cluster_qr(_graph.spectral_embedding(W, C, random_state=random_state)[1])
+
+
 def refine(X, Z, labels, graph, p, random_state, n_shared=0, verbose=0):
     """One refinement step: the partition of the co-association graph of the data's graph and
     the learned map's graph.
@@ -375,9 +383,9 @@ def refine(X, Z, labels, graph, p, random_state, n_shared=0, verbose=0):
     Wa = graph_of_rows(within_rows(np.asarray(Z, dtype=np.float64)[first], lab, n_shared), kc,
                        random_state)
     say(f"refine: graphs of the data ({Wx.nnz} edges) and of the learned map ({Wa.nnz})")
-    part_a = _graph.cluster_qr(_graph.spectral_embedding(Wa, C, random_state=random_state)[1])
+    part_a = _spectral_partition(Wa, C, random_state)
     W = coassociation_weights(Wx + Wa, [lab, part_a])
-    new = _graph.cluster_qr(_graph.spectral_embedding(W, C, random_state=random_state)[1])
+    new = _spectral_partition(W, C, random_state)
     new = match_labels(_graph._relabel(new[inverse], C), labels, C)
     return new, {"moved": int(np.count_nonzero(new != labels))}
 
