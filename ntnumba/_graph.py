@@ -181,7 +181,10 @@ def _available_memory():
 
 
 def check_memory(nbytes, what):
-    """Raise MemoryError when ``nbytes`` exceed the available memory, warn above half of it."""
+    """Raise MemoryError when ``nbytes`` exceed the available memory, warn above half of it
+    (a ``ResourceWarning`` at the user's call, :func:`ntnumba._validation.user_stacklevel`)."""
+    from ._validation import user_stacklevel
+
     avail = _available_memory()
     if avail is None:
         return
@@ -192,7 +195,8 @@ def check_memory(nbytes, what):
             "fewer n_components, or chunk_size")
     if nbytes > 0.5 * avail:
         warnings.warn(f"{what} needs about {nbytes / 2**30:.1f} GiB of the "
-                      f"{avail / 2**30:.1f} GiB available", ResourceWarning, stacklevel=3)
+                      f"{avail / 2**30:.1f} GiB available", ResourceWarning,
+                      stacklevel=user_stacklevel())
 
 
 def _gram(Q, mean=None):

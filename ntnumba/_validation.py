@@ -1,9 +1,40 @@
 """Input checks shared by the kernel API and the estimator: clear errors naming the argument."""
 import numbers
+import os
+import sys
 
 import numpy as np
 
 FLOAT_DTYPES = (np.float64, np.float32)
+
+#: the folder of the package's modules (frames of files below it are internal)
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_stacklevel():
+    """The ``stacklevel`` at which a ``warnings.warn`` in the function calling this one names
+    the first frame outside the ntnumba package: the user's call, however deep inside the
+    package the warning is raised (the outermost frame when every frame is the package's).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from ntnumba._validation import user_stacklevel
+    >>> def inner():
+    ...     warnings.warn("careful", UserWarning, stacklevel=user_stacklevel())
+    >>> with warnings.catch_warnings(record=True) as w:
+    ...     warnings.simplefilter("always")
+    ...     inner()
+    >>> w[0].filename == inner.__code__.co_filename   # no ntnumba frame between
+    True
+    """
+    frame = sys._getframe(1)  # the function that warns: stacklevel 1
+    level = 1
+    while frame.f_back is not None and os.path.abspath(
+            frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def as_float_array(a, name, *, ndim=None, dtype=None, allow_empty=False):

@@ -423,6 +423,29 @@ def test_graph_progress_and_memory_check(capsys, monkeypatch):
         G.graph_partition(X, 4, random_state=0)
 
 
+@pytest.mark.parametrize("call", ["graph_partition", "fit"])
+def test_memory_warning_points_at_the_users_call(call, monkeypatch):
+    """The ResourceWarning of the memory check (an estimate above half of the available
+    memory) names the line that called ntnumba, not a frame inside the package."""
+    X, _ = _planted(6)
+
+    def run():
+        if call == "fit":
+            NTClustering(4, n_components=40, max_iter=1, random_state=0).fit(X)
+        else:
+            G.graph_partition(X, 4, n_shared=[0, 2], random_state=0)
+
+    estimates = []
+    check = G.check_memory
+    monkeypatch.setattr(G, "check_memory", lambda nbytes, what: estimates.append(nbytes))
+    run()
+    monkeypatch.setattr(G, "check_memory", check)
+    monkeypatch.setattr(G, "_available_memory", lambda: int(1.5 * max(estimates)))
+    with pytest.warns(ResourceWarning, match="k-NN graph needs about") as record:
+        run()
+    assert {w.filename for w in record if w.category is ResourceWarning} == {__file__}
+
+
 @pytest.mark.parametrize("weighting", G.WEIGHTINGS)
 def test_graph_memory_estimate_bounds_the_traced_peak(weighting, monkeypatch):
     """8 near-copies of every sample: the mutual ranks look at 4 x 5 x 8 = 160 neighbours per
