@@ -1120,15 +1120,16 @@ def graph_partition(X, n_clusters, *, n_neighbors=5, n_shared=DEFAULT_SHARED, ra
     return labels, info
 
 
-def _check_graph_memory(n, N, K, n_cands):
+def _check_graph_memory(n, N, K, n_cands, what="the k-NN graph"):
     """:func:`check_memory` for the k-NN graph of ``n`` rows of ``N`` features, ``K`` neighbours.
 
     The rows (float64) and unit rows (float32), one block of similarities per thread, and per
     neighbour 16 bytes for the lists of each of the ``n_cands`` candidates and 96 for making
-    the graph (:func:`mutual_rank_graph`: 75 at its peak).
+    the graph (:func:`mutual_rank_graph`: 75 at its peak). ``what`` names the graph in the
+    message (and how to do without it).
     """
     check_memory(n * (N + 1) * (8 + 8) + get_num_threads() * min(n * n, _BLOCK_ELEMENTS) * 4
-                 + n * (K + 1) * (96 + 16 * n_cands), "the k-NN graph")
+                 + n * (K + 1) * (96 + 16 * n_cands), what)
 
 
 def _partition(X, C, k, cands, seed, return_all, knn, say, offset=None,

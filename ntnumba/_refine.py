@@ -374,9 +374,15 @@ def refine(X, Z, labels, graph, p, random_state, n_shared=0, verbose=0):
     say = _graph._Progress(verbose)
     k = p.n_neighbors
     Yx = _graph.graph_rows(X[first], graph["mean"], graph["V"])
+
+    def check(K):  # the graph partition's memory check, for the two graphs' lists
+        _graph._check_graph_memory(first.size, X.shape[1], K, 2,
+                                   "relabel's two k-NN graphs (relabel=0 has none)")
+
+    check(_graph.list_length(first.size, k, graph.get("copies"), PARTITION_WEIGHTING))
     # the initial partition's graph: its lists, near-copy factor and weights
     nn, sim, copies = _graph.neighbour_lists(Yx, k, graph.get("copies"), PARTITION_WEIGHTING,
-                                             random_state=random_state)
+                                             random_state=random_state, check=check)
     kc = k * copies
     Wx = _graph.weighted_graph(nn, sim, kc, first.size, PARTITION_WEIGHTING)
     nn = sim = None
@@ -541,6 +547,9 @@ def prototype_refine(Z, rows, labels, p, random_state=0):
         return labels, {"kept": False}
     # equal rows are one node, as in the graph partition (copies must not fill the lists)
     first, _ = _graph.distinct_rows(np.asarray(rows, dtype=np.float64))
+    K = _graph.list_length(first.size, COARSE * p.n_neighbors, 1, PARTITION_WEIGHTING)
+    _graph._check_graph_memory(first.size, np.shape(rows)[1], K, 1,
+                               "the prototype step's coarse k-NN graph (prototypes=False has none)")
     W = coarse_graph(np.asarray(rows, dtype=np.float64)[first], p, random_state)
     cuts = (normalised_cut(W, labels[first], p.n_clusters),
             normalised_cut(W, new[first], p.n_clusters))

@@ -424,7 +424,7 @@ def test_graph_progress_and_memory_check(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("call", ["graph_partition", "fit"])
-def test_memory_warning_points_at_the_users_call(call, monkeypatch):
+def test_memory_warning_points_at_the_users_call(call, monkeypatch, memory_trace):
     """The ResourceWarning of the memory check (an estimate above half of the available
     memory) names the line that called ntnumba, not a frame inside the package."""
     X, _ = _planted(6)
@@ -435,11 +435,7 @@ def test_memory_warning_points_at_the_users_call(call, monkeypatch):
         else:
             G.graph_partition(X, 4, n_shared=[0, 2], random_state=0)
 
-    estimates = []
-    check = G.check_memory
-    monkeypatch.setattr(G, "check_memory", lambda nbytes, what: estimates.append(nbytes))
-    run()
-    monkeypatch.setattr(G, "check_memory", check)
+    estimates = memory_trace(run)[1]
     monkeypatch.setattr(G, "_available_memory", lambda: int(1.5 * max(estimates)))
     with pytest.warns(ResourceWarning, match="k-NN graph needs about") as record:
         run()
@@ -447,24 +443,15 @@ def test_memory_warning_points_at_the_users_call(call, monkeypatch):
 
 
 @pytest.mark.parametrize("weighting", G.WEIGHTINGS)
-def test_graph_memory_estimate_bounds_the_traced_peak(weighting, monkeypatch):
+def test_graph_memory_estimate_bounds_the_traced_peak(weighting, memory_trace):
     """8 near-copies of every sample: the mutual ranks look at 4 x 5 x 8 = 160 neighbours per
     row (the estimate once sized the lists at 40 and was 7 times below the peak here)."""
-    import tracemalloc
     rng = np.random.default_rng(0)
     base = 3 * rng.standard_normal((4, 12))[np.arange(100) % 4] + rng.standard_normal((100, 12))
     X = np.repeat(base, 8, axis=0) + 1e-4 * rng.standard_normal((800, 12))
     G.graph_partition(X[:50], 2, n_shared=0, random_state=0, weighting=weighting)  # compile
-    estimate = []
-    check = G.check_memory
-    monkeypatch.setattr(G, "check_memory", lambda nbytes, what: (estimate.append(nbytes),
-                                                                 check(nbytes, what)))
-    tracemalloc.start()
-    try:
-        labels, info = G.graph_partition(X, 4, n_shared=0, random_state=0, weighting=weighting)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak, estimate, (labels, info) = memory_trace(
+        lambda: G.graph_partition(X, 4, n_shared=0, random_state=0, weighting=weighting))
     assert info["copies"] == 8
     assert peak <= max(estimate) <= 3 * peak + G.get_num_threads() * 4 * 800 ** 2
 

@@ -242,6 +242,37 @@ def _touching_blobs(seed, n_per=40, C=3, d=2, spread=2.2):
     return centres[y] + rng.standard_normal((y.size, d)), y
 
 
+@pytest.mark.parametrize("step", ["relabel", "prototypes"])
+def test_refine_steps_check_their_memory(step, monkeypatch, memory_trace):
+    """relabel's two graphs and the prototype step's coarse graph pass the graph partition's
+    memory check: the estimate bounds the traced peak (8 near-copies of every sample: the
+    data's lists are 4 k 8 long), and too little memory stops the step with a MemoryError
+    that names the option doing without it."""
+    from ntnumba import _graph as G
+
+    rng = np.random.default_rng(0)
+    base = 3 * rng.standard_normal((4, 30))[np.arange(100) % 4] + rng.standard_normal((100, 30))
+    X = np.repeat(base, 8, axis=0) + 1e-4 * rng.standard_normal((800, 30))
+    labels, graph = G.graph_partition(X, 4, n_shared=0, random_state=0)
+    assert graph["copies"] == 8
+    wrong = labels.copy()
+    wrong[:80] = (wrong[:80] + 1) % 4
+    p = _driver.Params(4, 20)
+
+    def run():
+        if step == "relabel":
+            return R.refine(X, X, wrong, graph, p, 0)
+        return R.prototype_refine(X, X, wrong, p)
+
+    run()  # compile
+    peak, estimates, _ = memory_trace(run)
+    assert estimates and peak <= max(estimates) <= 3 * peak + G.get_num_threads() * 4 * 800 ** 2
+    monkeypatch.setattr(G, "_available_memory", lambda: 1000)
+    fix = "relabel=0" if step == "relabel" else "prototypes=False"
+    with pytest.raises(MemoryError, match=f"{fix}.* needs about"):
+        run()
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_prototype_partition_matches_naive(seed):
     rng = np.random.default_rng(seed)
