@@ -25,6 +25,12 @@ _FITTED_PRIVATE = ("_state", "_rng_state", "_p", "_fit_X", "_fit_labels", "_stre
 ASSIGN_RULES = set(RULES) | {"graph"}
 
 
+def is_fitted_name(name):
+    """Whether the attribute ``name`` is fitted state (replaced as a whole by every fit): a
+    public ``name_`` or one of the private ``_FITTED_PRIVATE``."""
+    return name in _FITTED_PRIVATE or (name.endswith("_") and not name.startswith("__"))
+
+
 def cost_proba(scores):
     """Soft assignment of the ``"objective"`` and ``"paper"`` rules from every candidate's score.
 
@@ -703,8 +709,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             for k in ("n_features_in_", "feature_names_in_"):
                 if hasattr(checked, k):
                     attrs.setdefault(k, getattr(checked, k))
-        stale = [k for k in vars(self) if k not in attrs and (k in _FITTED_PRIVATE or (
-            k.endswith("_") and not k.startswith("__")))]
+        stale = [k for k in vars(self) if k not in attrs and is_fitted_name(k)]
         for k in stale:
             delattr(self, k)
         vars(self).update(attrs)

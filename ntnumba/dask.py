@@ -40,6 +40,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
                       "python -m pip install 'ntnumba[dask]'") from exc
 
 from ._estimator import NTClustering as _NTClustering
+from ._estimator import is_fitted_name
 from ._stream import _Blocks, check_source, max_abs, read_block, sum_square
 
 __all__ = ["NTClustering", "DaskBackend", "ClusterError"]
@@ -496,8 +497,12 @@ class NTClustering(_NTClustering):
     def to_local(self):
         """The fitted model as a plain :class:`ntnumba.NTClustering` (e.g. to ``save`` it).
 
-        With ``assign="graph"`` and more than 20000 training rows, ``labels_`` of the result
-        are the labels of the reference sample (the rows ``predict`` votes with).
+        Its attributes are those of the in-memory (chunked) fit: ``labels_`` and
+        ``similarity_labels_`` as NumPy arrays of every training row (computed from the dask
+        arrays), ``outlier_scores_``, ``probabilities_`` and ``initial_labels_`` of every
+        row, and with ``assign="graph"`` and more than 20000 training rows the reference
+        sample ``predict`` votes with. A new model at every call: fitting or changing it leaves
+        this one as it is.
 
         Returns
         -------
@@ -515,7 +520,13 @@ class NTClustering(_NTClustering):
         >>> type(local).__module__, local.predict(X).shape
         ('ntnumba._estimator', (40,))
         """
-        return self._local()
+        self._local()  # NotFittedError when not fitted
+        attrs = {k: v for k, v in vars(self).items() if is_fitted_name(k) and k != "_local_"}
+        lazy = [k for k, v in attrs.items() if isinstance(v, da.Array)]
+        attrs.update(zip(lazy, dask.compute(*[attrs[k] for k in lazy])))
+        local = _NTClustering(**self.get_params())
+        _NTClustering._set_fitted(local, attrs)
+        return local
 
     def predict(self, X, reject=None):
         """Cluster of each sample (see :meth:`ntnumba.NTClustering.predict`).
@@ -698,4 +709,4 @@ class NTClustering(_NTClustering):
         >>> load(path).predict(X).shape
         (40,)
         """
-        return self._local().save(path)
+        return self.to_local().save(path)

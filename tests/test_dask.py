@@ -323,3 +323,30 @@ def test_inference_ships_the_estimator_once_not_with_every_block(client, monkeyp
     sizes = [task_sizes(p.__dask_graph__(), [p.key])[0] for p in parts]
     assert len(sizes) == 6 and max(sizes) <= _SCATTER_BYTES, sizes
     assert score == pytest.approx(local.score(X), rel=1e-12)
+
+
+def test_to_local_has_every_row_as_the_in_memory_fit(client, monkeypatch, tmp_path):
+    """With a reference sample (more rows than REFERENCE_SIZE), the model of to_local() and
+    its file hold labels_ and the other per-row arrays of every training row, as the Dask
+    model and the in-memory chunked fit do (they held the reference sample's)."""
+    from ntnumba import _driver, load
+    from ntnumba.dask import NTClustering as DaskNT
+    monkeypatch.setattr(_driver, "REFERENCE_SIZE", 200)
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), 200)
+    X = 2 * rng.standard_normal((3, 64))[y] + rng.standard_normal((600, 64))
+    kw = dict(n_components=64, max_iter=2, random_state=0)
+    model = DaskNT(3, **kw).fit(da.from_array(X, chunks=100), client=client)
+    ref = NTClustering(3, **kw).fit(X, chunk_size=100)
+    for local in (model.to_local(), load(model.save(tmp_path / "m"))):
+        np.testing.assert_array_equal(local.labels_, model.labels_.compute())
+        _assert_same_fit(ref, local)
+        for name in ("initial_labels_", "outlier_scores_", "probabilities_"):
+            u, v = getattr(ref, name), getattr(local, name)
+            assert v.shape == (600,), name
+            np.testing.assert_allclose(v, u, rtol=1e-6, atol=1e-12, err_msg=name)
+        np.testing.assert_array_equal(local.predict(X), ref.predict(X))
+    # a new model at every call: fitting it leaves the Dask model's predictions alone
+    pred = model.predict(X)
+    model.to_local().fit(X[::-1])
+    np.testing.assert_array_equal(model.predict(X), pred)
