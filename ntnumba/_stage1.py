@@ -127,7 +127,6 @@ def _support_iteration(b, g, v, k, lam, a, mask, qbuf):
     status OK on convergence, INVALID when the iteration cannot continue (no mass of v on the
     support, no admissible root, or no convergence within _MAX_SI passes).
     """
-    M = b.shape[0]
     for _ in range(_MAX_SI):
         Vq, Vg, Vv, Gq, Gg = _support_sums(b, g, v, k, mask)
         if Vv <= 0.0:
@@ -144,17 +143,10 @@ def _support_iteration(b, g, v, k, lam, a, mask, qbuf):
                 return INVALID, np.inf
             r = (h * h - Vq * h + lam * Vg) / (lam * Vv)
         lh = lam / h
-        if not (np.isfinite(r) and np.isfinite(lh)):  # under/overflow: the safeguard decides
-            return INVALID, np.inf
-        changed = 0
-        for j in range(M):
-            aj = (b[j] - lh * (g[j] - r * v[j])) / k[j]
-            inside = aj > 0.0
-            if inside != mask[j]:
-                changed += 1
-                mask[j] = inside
-            a[j] = aj if inside else 0.0
-        if changed == 0:
+        lr = lh * r
+        if not (np.isfinite(r) and np.isfinite(lh) and np.isfinite(lr)):
+            return INVALID, np.inf  # under/overflow: the safeguard decides
+        if _si_step(b, g, v, k, lh, lr, a, mask) == 0:
             R, ga, va = _eval_reduced(b, g, v, k, lam, a)
             if not np.isfinite(R):
                 return INVALID, np.inf
@@ -163,11 +155,27 @@ def _support_iteration(b, g, v, k, lam, a, mask, qbuf):
 
 
 @_internal()
+def _si_step(b, g, v, k, lh, lr, a, mask):
+    """One step of SI+ at the level ``lh = lam / h``, ``lr = lh r``: the support
+    ``mask = {t > 0}`` and the magnitudes ``a_j = max(t_j, 0) / k_j`` with the passes' ``t_j``
+    (:func:`_t_at`); returns the number of coordinates whose membership changed."""
+    changed = 0
+    for j in range(b.shape[0]):
+        t = _t_at(b[j], g[j], v[j], lh, lr)
+        inside = t > 0.0
+        if inside != mask[j]:
+            changed += 1
+            mask[j] = inside
+        a[j] = t / k[j] if inside else 0.0
+    return changed
+
+
+@_internal()
 def _va_of(b, g, v, k, lh, mu):
     s = 0.0
     for j in range(b.shape[0]):
         if v[j] > 0.0:
-            t = b[j] - lh * g[j] + mu * v[j]
+            t = _t_at(b[j], g[j], v[j], lh, mu)
             if t > 0.0:
                 s += v[j] * t / k[j]
     return s
@@ -209,9 +217,8 @@ def _inner_fixed_h(b, g, v, k, lam, h, a):
     theta = (h - valo) / (vahi - valo) if vahi > valo else 1.0
     theta = min(max(theta, 0.0), 1.0)
     for j in range(M):
-        t = b[j] - lh * g[j]
-        tlo = t + lo * v[j]
-        thi = t + hi * v[j]
+        tlo = _t_at(b[j], g[j], v[j], lh, lo)
+        thi = _t_at(b[j], g[j], v[j], lh, hi)
         alo = tlo / k[j] if tlo > 0.0 else 0.0
         ahi = thi / k[j] if thi > 0.0 else 0.0
         a[j] = alo + theta * (ahi - alo)

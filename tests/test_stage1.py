@@ -614,3 +614,37 @@ def test_written_magnitudes_have_the_support_the_passes_evaluated(dtype):
         np.testing.assert_array_equal(a > 0, tsup > 0)   # the fused pass's support
         assert ch1 == ch20 == ch21 == 0                   # the check passes'
         np.testing.assert_array_equal(a, np.where(tsup > 0, tsup * ki, 0))
+
+
+@njit
+def _generic_step_at_one_level(b, g, v, k, t2, cst5, tsup):
+    """The generic SI+ step's support and magnitudes at one level, and the fused pass's t."""
+    a = np.empty(b.shape[0])
+    mask = np.zeros(b.shape[0], dtype=np.bool_)
+    _stage1._si_step(b, g, v, k, cst5[0], cst5[1], a, mask)
+    _stage1._fused_pass(b, g, v, 1.0 / k, t2, cst5, tsup)  # leaves t in tsup
+    return a, mask
+
+
+def test_generic_step_has_the_support_and_t_of_the_passes():
+    # The generic solver (float64: Stage 2's tau prior, the samples the fast passes leave)
+    # decides its support and writes its magnitudes from the passes' t (_t_at): at a level
+    # where every t is within 3 ulps of 0, the same support as the fused pass and a = t / k.
+    # It computed b - lh (g - r v), another rounding, and another support on such ties.
+    rng = np.random.default_rng(1)
+    M = 64
+    for _ in range(10):
+        g, v = np.abs(rng.standard_normal((2, M)))
+        k = 1.0 + rng.random(M)
+        t2 = rng.random(M)
+        lh, r = 0.2 + rng.random(), 2.0 * rng.random()
+        cst5 = np.array([lh, lh * r, 0.0, 0.5, 1.0])
+        b = cst5[0] * g - cst5[1] * v
+        for j, step in enumerate(rng.integers(-3, 4, M)):
+            for _ in range(abs(step)):
+                b[j] = np.nextafter(b[j], np.inf if step > 0 else -np.inf)
+        tsup = rng.integers(0, 2, M).astype(np.float64)
+        a, mask = _generic_step_at_one_level(b, g, v, k, t2, cst5, tsup)
+        assert 0 < np.count_nonzero(mask) < M
+        np.testing.assert_array_equal(mask, tsup > 0)
+        np.testing.assert_array_equal(a, np.where(tsup > 0, tsup / k, 0.0))
