@@ -300,9 +300,16 @@ class _Archive:
     def fail(self, msg):
         raise ValueError(f"path: {self.path}: {msg}: corrupted model file")
 
-    def header(self, key):
+    def _open(self, key):
+        """The entry's stream (an entry marked encrypted, which model files never are, is a
+        damaged file: zipfile would raise RuntimeError asking for a password)."""
         info = self.infos[key]
-        with self.zip.open(info) as fp:
+        if info.flag_bits & 0x1:
+            self.fail(f"entry {key!r} is marked encrypted")
+        return self.zip.open(info)
+
+    def header(self, key):
+        with self._open(key) as fp:
             version = np.lib.format.read_magic(fp)
             if version == (1, 0):
                 shape, fortran, dtype = np.lib.format.read_array_header_1_0(
@@ -341,7 +348,7 @@ class _Archive:
                       "by the archive)")
         out = np.empty(declared, dtype=dtype, order="F" if fortran else "C")
         view = memoryview(out.reshape(-1, order="A").view(np.uint8)) if nbytes else None
-        with self.zip.open(info) as fp:
+        with self._open(key) as fp:
             fp.read(offset)  # the header (at most _MAX_HEADER bytes)
             got = fp.readinto(view) if nbytes else 0
             if got != nbytes or fp.read(1):

@@ -299,6 +299,19 @@ def test_truncated_file(saved, tmp_path, fraction):
         ntnumba.load(bad)
 
 
+def test_an_entry_marked_encrypted_is_a_corrupted_file(saved, tmp_path):
+    """A flipped flag bit that marks an entry encrypted (model files never are) is the
+    reader's ValueError naming the file, not zipfile's RuntimeError asking for a password
+    (found by the fuzz test)."""
+    raw = bytearray(Path(saved).read_bytes())
+    at = raw.find(b"PK\x01\x02")  # the first entry of the central directory
+    raw[at + 8] |= 1               # its general purpose flags: bit 0, encrypted
+    bad = tmp_path / "encrypted.npz"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match=r"path: .* is marked encrypted"):
+        ntnumba.load(bad)
+
+
 def test_corrupted_bytes(saved, tmp_path):
     """Damage inside the compressed data (the zip directory intact): CRC or zlib error."""
     raw = bytearray(Path(saved).read_bytes())
