@@ -1168,13 +1168,14 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         return _persistence.save_model(self, path)
 
     def _restore_loaded(self, p, prototypes_pending=False, rng_state=None, ref_rows=None,
-                        stream=None, sums_kept=True):
+                        stream=None, sums_kept=True, copies=None):
         """The iterate of a model read by :func:`load` (its arrays set and checked;
         ``prototypes_pending``: the file's prototype step is still to be done; ``rng_state``:
         the fit's random stream, None in files before version 3: restarted; ``ref_rows``: the
         training rows of the graph rule's reference set ``_fit_X``, None: all, in order;
         ``stream``: ``partial_fit``'s running sums (``_persistence._read_stream``), None: the
-        file has none; ``sums_kept``: the file's version stores them when there are any)."""
+        file has none; ``sums_kept``: the file's version stores them when there are any;
+        ``copies``: the graph's near-copy factor, None: not in the file, measured again)."""
         self._p = p
         A = self.components_
         self._state = _driver.State(
@@ -1186,7 +1187,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         if p.rule == "graph":
             self._state.graph = {"n_shared": self.n_shared_, "graph_cut": self.graph_cut_,
                                  "mean": self.shared_mean_, "V": self.shared_components_,
-                                 "ref_rows": ref_rows}
+                                 "ref_rows": ref_rows, "copies": copies}
         self._rng_state = (np.random.RandomState(0).get_state() if rng_state is None
                            else rng_state)
         if stream is not None:  # the next partial_fit continues the saved stream

@@ -46,6 +46,9 @@ key                       content
                           samples (version 2 wrote the reference set's ``labels_``,
                           ``similarity_labels_``, ``outlier_scores_`` and ``probabilities_``
                           only)
+``graph_copies_``         ``assign="graph"`` only, optional (version 3): integer >= 1, the
+                          near-copy factor of the partition's graph, which ``relabel``'s data
+                          graph reuses (files without it: measured again from the lists)
 ``stream_count_``, ...    ``partial_fit`` only (version 3): its running sums, which the next
                           ``partial_fit`` continues: float64 ``stream_count_`` (C, Cs),
                           ``stream_sum_q_`` (C, Cs, M), ``stream_sum_qq_`` (C, Cs),
@@ -89,7 +92,7 @@ checked: finite parameters, representations, shared directions and objective his
 (``labels_``, ``initial_labels_``, ``fit_labels_``) within ``[0, n_clusters)`` and
 ``[0, n_similarity)``, increasing ``ref_rows_`` within ``[0, n)``, finite running sums
 (counts and sums of squares not negative), a positive finite ``scale_``, a random state
-that ``numpy.random.RandomState.set_state`` accepts. Anything else is a ``ValueError`` naming
+that ``numpy.random.RandomState.set_state`` accepts, a near-copy factor of at least 1. Anything else is a ``ValueError`` naming
 the file and the entry. ``save`` writes to a temporary file in the
 destination folder and renames it, so an interrupted save never leaves a truncated model behind.
 """
@@ -232,6 +235,9 @@ def save_model(model, path):
     rows = model._ref_rows() if hasattr(model, "_ref_rows") else None
     if rows is not None:
         payload["ref_rows_"] = np.asarray(rows, dtype=np.int64)
+    copies = (getattr(getattr(model, "_state", None), "graph", None) or {}).get("copies")
+    if copies is not None:
+        payload["graph_copies_"] = np.array(int(copies))
     if getattr(model, "_rng_state", None) is not None:
         payload["rng_state_"] = _rng_to_array(model._rng_state)
     if getattr(getattr(model, "_state", None), "prototypes_pending", False):
@@ -545,7 +551,12 @@ def _load(f, path, factory):
         model.feature_names_in_ = f.array("feature_names_in_", (N,), "U",
                                           max_bytes=4 * _MAX_NAME * N).astype(object)
     ref_rows = None
+    copies = None
     if p.rule == "graph":
+        if "graph_copies_" in f:
+            copies = f.scalar("graph_copies_", int)
+            if copies < 1:
+                f.fail(f"graph_copies_ is {copies}, below 1")
         r = model.n_shared_
         if not 0 <= r <= N:
             f.fail(f"n_shared_ is {r}, outside [0, {N}]")
@@ -565,5 +576,5 @@ def _load(f, path, factory):
     _check_arrays(model, path)
     pending = "prototypes_pending_" in f and f.scalar("prototypes_pending_", int) == 1
     model._restore_loaded(p, prototypes_pending=pending, rng_state=rng_state, ref_rows=ref_rows,
-                          stream=stream, sums_kept=version >= 3)
+                          stream=stream, sums_kept=version >= 3, copies=copies)
     return model

@@ -187,6 +187,31 @@ def test_warm_start_of_a_loaded_model_equals_the_original(X, tmp_path, kwargs):
     _assert_same_model(m, loaded, X)
 
 
+@pytest.mark.filterwarnings("ignore:relabel=2 with max_iter=1")
+def test_relabel_of_a_loaded_model_uses_the_saved_near_copy_factor(tmp_path):
+    """Copies of every sample that differ along the shared direction the partition removes:
+    the partition's near-copy factor (1, measured with nothing removed) is not the one
+    relabel's data graph would measure again from its own lists (2; a loaded model did so
+    and moved 104 of the 480 labels of the continued fit). The file keeps the factor; a file
+    without it loads as before."""
+    rng = np.random.default_rng(0)
+    centres = 1.5 * rng.standard_normal((4, 30))
+    S = np.linalg.qr(rng.standard_normal((30, 1)))[0].T
+    base = centres[np.repeat(np.arange(4), 30)] + 0.6 * rng.standard_normal((120, 30))
+    X = np.repeat(base, 4, axis=0) + 8.0 * rng.standard_normal((480, 1)) @ S
+    m = NTClustering(4, n_components=60, relabel=2, max_iter=1, random_state=0).fit(X)
+    assert (m.n_shared_, m._state.graph["copies"]) == (1, 1)
+    path = m.save(tmp_path / "m")
+    loaded = ntnumba.load(path)
+    assert loaded._state.graph["copies"] == 1
+    for est in (m, loaded):
+        est.set_params(warm_start=True, max_iter=3, tol=0.0).fit(X)
+    _assert_same_model(m, loaded, X)
+    old = ntnumba.load(_rewrite(path, tmp_path / "old.npz", drop=("graph_copies_",)))
+    assert old._state.graph["copies"] is None
+    np.testing.assert_array_equal(old.predict(X), ntnumba.load(path).predict(X))
+
+
 def test_version_2_files_load_without_the_new_fields(X, tmp_path):
     """A file of the previous format version (no ``initial_labels_``, ``rng_state_``,
     ``fit_labels_``) loads, predicts as before and has no ``initial_labels_``."""
@@ -554,6 +579,9 @@ def test_crafted_entries(model, graph_model, tmp_path, which, key, value, match)
     ("ref_rows_", lambda m: np.arange(len(m._fit_labels))[::-1], "ref_rows_ must be incr"),
     ("ref_rows_", lambda m: np.arange(len(m._fit_labels)) + 1, r"ref_rows_ .*\[0, 36\)"),
     ("ref_rows_", lambda m: np.arange(len(m._fit_labels) - 1), "ref_rows_ has shape"),
+    ("graph_copies_", lambda m: np.array(0), "graph_copies_ is 0, below 1"),
+    ("graph_copies_", lambda m: np.array(2.0), "'graph_copies_' is not a int scalar"),
+    ("graph_copies_", lambda m: np.array([2]), "graph_copies_ has shape"),
 ])
 def test_crafted_graph_entries(graph_model, tmp_path, key, value, match):
     src = graph_model.save(tmp_path / "g")
