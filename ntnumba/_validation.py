@@ -11,10 +11,22 @@ FLOAT_DTYPES = (np.float64, np.float32)
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+def _internal_dirs():
+    """Folders whose frames a warning skips: ntnumba's, and scikit-learn's when it is loaded
+    (its mixins and meta-estimators call ``fit``: ``fit_predict``, ``fit_transform``,
+    ``Pipeline.fit``)."""
+    sk = sys.modules.get("sklearn")
+    sk_file = getattr(sk, "__file__", None)
+    if sk_file is None:
+        return (_PACKAGE_DIR,)
+    return (_PACKAGE_DIR, os.path.dirname(os.path.abspath(sk_file)) + os.sep)
+
+
 def user_stacklevel():
     """The ``stacklevel`` at which a ``warnings.warn`` in the function calling this one names
-    the first frame outside the ntnumba package: the user's call, however deep inside the
-    package the warning is raised (the outermost frame when every frame is the package's).
+    the user's call: the first frame outside the ntnumba package and scikit-learn (which
+    calls ``fit`` from ``fit_predict``, ``fit_transform`` and pipelines), however deep inside
+    the package the warning is raised (the outermost frame when every frame is theirs).
 
     Examples
     --------
@@ -28,10 +40,11 @@ def user_stacklevel():
     >>> w[0].filename == inner.__code__.co_filename   # no ntnumba frame between
     True
     """
+    dirs = _internal_dirs()
     frame = sys._getframe(1)  # the function that warns: stacklevel 1
     level = 1
     while frame.f_back is not None and os.path.abspath(
-            frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+            frame.f_code.co_filename).startswith(dirs):
         frame = frame.f_back
         level += 1
     return level

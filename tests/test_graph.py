@@ -423,17 +423,19 @@ def test_graph_progress_and_memory_check(capsys, monkeypatch):
         G.graph_partition(X, 4, random_state=0)
 
 
-@pytest.mark.parametrize("call", ["graph_partition", "fit"])
+@pytest.mark.parametrize("call", ["graph_partition", "fit", "fit_predict"])
 def test_memory_warning_points_at_the_users_call(call, monkeypatch, memory_trace):
     """The ResourceWarning of the memory check (an estimate above half of the available
-    memory) names the line that called ntnumba, not a frame inside the package."""
+    memory) names the line that called ntnumba, not a frame inside the package or inside
+    scikit-learn (whose ClusterMixin.fit_predict calls fit)."""
     X, _ = _planted(6)
 
     def run():
-        if call == "fit":
-            NTClustering(4, n_components=40, max_iter=1, random_state=0).fit(X)
-        else:
+        if call == "graph_partition":
             G.graph_partition(X, 4, n_shared=[0, 2], random_state=0)
+        else:
+            model = NTClustering(4, n_components=40, max_iter=1, random_state=0)
+            getattr(model, call)(X)
 
     estimates = memory_trace(run)[1]
     monkeypatch.setattr(G, "_available_memory", lambda: int(1.5 * max(estimates)))
