@@ -282,6 +282,29 @@ def _shared_small(X, mean, r, return_sv):
     return out + (sv,) if return_sv else out
 
 
+def principal_coordinates(X, d):
+    """The centred rows of ``X`` on their ``d`` leading principal directions.
+
+    Returns ``(Z, mean, P)``: ``Z = (X - mean) P^T`` of shape (n, d), ``mean`` (N,) and ``P``
+    (d, N) with orthonormal rows (:func:`shared_directions`). The angle between two rows of
+    ``Z`` is the angle between the projections of the centred samples on the span of ``P``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba._graph import principal_coordinates
+    >>> X = np.random.default_rng(0).standard_normal((100, 5)) * [9.0, 3.0, 1.0, 1.0, 1.0]
+    >>> Z, mean, P = principal_coordinates(X, 2)
+    >>> Z.shape, np.round(np.abs(P), 1).tolist()
+    ((100, 2), [[1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0, 0.0]])
+    """
+    mean, P = shared_directions(X, d)
+    Z = np.asarray(X, dtype=np.float64) - mean
+    with _blas_policy():
+        Z = Z @ P.T
+    return np.ascontiguousarray(Z), mean, P
+
+
 def remove_shared(X, mean, V, *, return_coef=False):
     """``(X - mean)`` with its components along the rows of ``V`` removed (float64).
 

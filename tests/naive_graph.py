@@ -89,3 +89,11 @@ def mutual_rank_graph(Y, k, L):
                     break
             K[i, j] = sim[i, t] * math.exp(-(t + b) / k)
     return (K + K.T) / 2
+
+
+def principal_coordinates(X, d):
+    """The centred rows on their d leading principal directions and those directions (d, N),
+    by a full SVD of the centred matrix (signs arbitrary)."""
+    Xc = np.asarray(X, dtype=np.float64) - np.mean(X, axis=0)
+    _, s, Vt = np.linalg.svd(Xc, full_matrices=False)
+    return Xc @ Vt[:d].T, Vt[:d]

@@ -1,4 +1,6 @@
 """The graph rule's label-free representation rules (ntnumba/_select.py)."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from sklearn.cluster import KMeans
@@ -6,9 +8,12 @@ from sklearn.datasets import load_iris, make_blobs
 from sklearn.metrics import adjusted_rand_score
 from sklearn.preprocessing import StandardScaler
 
+import naive_graph
 from ntnumba import NTClustering
-from ntnumba._select import (constant_coordinate, euclidean_graph, euclidean_partition,
-                             feature_weights)
+from ntnumba._graph import DEFAULT_SHARED, graph_partition, principal_coordinates
+from ntnumba._select import (TRUNCATE_FACTOR, constant_coordinate, euclidean_graph,
+                             euclidean_partition, feature_weights, partition,
+                             truncated_partition)
 
 SMALL = dict(n_components=40, random_state=0)
 
@@ -120,3 +125,58 @@ def test_few_features_use_the_euclidean_graph(monkeypatch):
     NTClustering(3, **SMALL).fit(many)
     with pytest.raises(AssertionError, match="Euclidean"):
         NTClustering(3, **SMALL).fit(many[:, :16])
+
+
+def _subspace_blobs(seed):
+    """3 blobs x 30 in 3 of 40 directions, noise in the other 37, rotated at random."""
+    X, y = make_blobs([30, 30, 30], n_features=3, cluster_std=1.0, center_box=(-6.0, 6.0),
+                      random_state=seed)
+    rng = np.random.default_rng(seed)
+    X = np.hstack([X, 0.8 * rng.standard_normal((90, 37))])
+    return X @ np.linalg.qr(rng.standard_normal((40, 40)))[0], y
+
+
+def test_principal_coordinates_match_the_svd():
+    X, _ = _subspace_blobs(0)
+    Z, mean, P = principal_coordinates(X, 12)
+    Zn, Pn = naive_graph.principal_coordinates(X, 12)
+    np.testing.assert_allclose(mean, X.mean(axis=0), atol=1e-12)
+    np.testing.assert_allclose(Z @ Z.T, Zn @ Zn.T, atol=1e-8)  # the same angles
+    np.testing.assert_allclose(P.T @ P, Pn.T @ Pn, atol=1e-8)  # the same directions
+    # the partition of those coordinates gives its r removed directions in X's features
+    p = SimpleNamespace(n_neighbors=5, n_shared=2)
+    _, info = truncated_partition(X, 3, p, 0)
+    assert info["truncated"] == 12 and info["V"].shape == (2, 40)
+    np.testing.assert_allclose(info["V"].T @ info["V"], Pn[:2].T @ Pn[:2], atol=1e-8)
+
+
+@pytest.mark.parametrize("seed, truncated", [(1, True), (0, False)])
+def test_the_cut_chooses_the_truncated_rows(seed, truncated):
+    X, y = _subspace_blobs(seed)
+    p = SimpleNamespace(n_neighbors=5, n_shared=DEFAULT_SHARED, representation="auto")
+    labels, info = partition(X, 3, p, 0)
+    # reference: the partitions of the rows and of their SVD coordinates, the lower cut by
+    # more than 2% of the rows' cut
+    la, ia = graph_partition(X, 3, random_state=0)
+    Zn, Pn = naive_graph.principal_coordinates(X, TRUNCATE_FACTOR * 3)
+    lt, it = graph_partition(Zn, 3, random_state=0)
+    cut_a, cut_t = ia["ncut"][ia["n_shared"]], it["ncut"][it["n_shared"]]
+    assert (cut_t < 0.98 * cut_a) == truncated  # the case this parameter set is about
+    assert adjusted_rand_score(lt if truncated else la, labels) == 1.0
+    assert ("truncated" in info) == truncated
+    assert info["n_shared"] == (it if truncated else ia)["n_shared"]
+    # predict's rows: the samples with the partition's r leading principal directions removed
+    r = info["n_shared"]
+    np.testing.assert_allclose(info["mean"], X.mean(axis=0), atol=1e-10)
+    np.testing.assert_allclose(info["V"].T @ info["V"], Pn[:r].T @ Pn[:r], atol=1e-8)
+    # representation="as-is": the rows themselves
+    labels, info = partition(X, 3, SimpleNamespace(**{**vars(p), "representation": "as-is"}), 0)
+    assert "truncated" not in info and adjusted_rand_score(la, labels) == 1.0
+
+
+def test_truncated_fit_predicts_its_labels():
+    X, y = _subspace_blobs(1)
+    model = NTClustering(3, **SMALL).fit(X)
+    assert adjusted_rand_score(y, model.labels_) > 0.9
+    assert model.shared_components_.shape[1] == X.shape[1]
+    np.testing.assert_array_equal(model.predict(X), model.labels_)
