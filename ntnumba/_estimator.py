@@ -279,7 +279,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         check set (1 seed; ``python -m ntnumba.reproduce --suite dev --quick --methods
         "ntnumba (default)|ntnumba, relabel=1|ntnumba, prototypes"``, and ``--set check``)
         it changed no data set, nor on the 5 seeds of ``docs/dev_results.md`` (with the
-        plain-weight judge before it, COIL-20 fell from 85.2 to 74.0-74.9 CA there).
+        plain-weight judge before it, COIL-20 fell from 85.2 to 74.0-74.9 CA there), until
+        COIL-20's partition became that of its leading principal directions (``representation``):
+        it replaces that one (5 seeds, ``docs/dev_results.md``: CA 90.4 -> 78.8).
         It was chosen (with the graph's plain weights then) where it changed standardised
         iris and 2-D blobs (up); since the few-feature partition replaced the angular graph
         there it leaves them unchanged. The same step in the data's own metric (``A = I``)
