@@ -13,6 +13,8 @@ without a word (~16-40 s).
 import threading
 import warnings
 
+from ._validation import user_stacklevel
+
 _LOCK = threading.Lock()
 _STATE = {"warned": False}
 _GUARDED = []  # the dispatchers whose cache is guarded
@@ -30,7 +32,7 @@ def warn_unusable(path, reason):
         "for this process only, and every new process compiles them again (about 16-40 s). "
         "Fix: free space there or point NUMBA_CACHE_DIR at a writable directory; "
         "NTNUMBA_CACHE=0 turns the cache off without this warning.", RuntimeWarning,
-        stacklevel=3)
+        stacklevel=user_stacklevel())
 
 
 def _disable(exc, cache):

@@ -32,6 +32,7 @@ from ._passes import compute_Q  # noqa: F401 - the driver's name for it
 from ._stream import MemoryBlocks, block_rows
 from ._theta import data_terms, prior_up, solve_theta, theta_objective
 from ._transform import TransformStatistics, _regulariser, _regulariser_sv, update_transform
+from ._validation import user_stacklevel
 
 #: Size of the reference sample of every fit (in memory, chunked, Dask): the initialisation and,
 #: for the graph rule, the partition run on ``min(n, REFERENCE_SIZE)`` rows drawn at random
@@ -735,14 +736,15 @@ def warn_zero_codes(nonzero, q_max, p, scale):
     """One ``RuntimeWarning`` when no training sample has a nonzero NT representation
     (``nonzero == 0``): ``lambda1`` at or above every ``|q| = |A x|`` of the scaled data (a
     large ``lambda1``, or data of subnormal size that ``scaling="rms"`` cannot scale up).
-    Attributed to the caller of ``fit`` / ``partial_fit`` (four frames up)."""
+    Attributed to the user's call (:func:`ntnumba._validation.user_stacklevel`)."""
     if nonzero:
         return
     warnings.warn(
         f"all NT representations of the training data are zero: lambda1={p.lambda1:.6g} "
         f"against max |A x| = {q_max:.4g} over the data scaled by scale_={scale:.3g}; "
         f"transform() gives zeros and the representations play no part in the clusters. "
-        f"Lower lambda1 below max |A x| or rescale the data", RuntimeWarning, stacklevel=5)
+        f"Lower lambda1 below max |A x| or rescale the data", RuntimeWarning,
+        stacklevel=user_stacklevel())
 
 
 def fitted_attributes(ctx, state, rng, p, seed):

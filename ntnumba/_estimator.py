@@ -17,6 +17,7 @@ from ._stage1 import RULES, assign
 from ._stream import LocalBackend, MemoryBlocks, memory_source
 from ._transform import TransformStatistics
 from ._validation import check_bool, check_choice, check_finite, check_scalar, check_seed
+from ._validation import user_stacklevel
 
 INITS = {"random", "k-means++", "kmeans", "graph"}
 _INT32_MAX = np.iinfo(np.int32).max
@@ -131,7 +132,7 @@ def _warn_feature_scales(X):
             f"feature {j}: {std[j]:.3g}, median {np.median(live):.3g}, ratio {ratio:.0f}); "
             "the largest features dominate the clustering. Pass scaling='standard' (per "
             "feature; --scaling standard) or scale the features first, e.g. with "
-            "sklearn.preprocessing.StandardScaler", UserWarning, stacklevel=4)
+            "sklearn.preprocessing.StandardScaler", UserWarning, stacklevel=user_stacklevel())
 
 
 @contextmanager
@@ -516,7 +517,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             warnings.warn(f"relabel={relabel} with max_iter={max_iter}: each new partition is "
                           f"fitted by the next iteration, so {runs} relabel step(s) can run; "
                           f"use max_iter={relabel + 1} (or more), or a warm_start fit "
-                          "continued to it", UserWarning, stacklevel=4)
+                          "continued to it", UserWarning, stacklevel=user_stacklevel())
         tol = check_scalar(self.tol, "tol", low=0.0)
         check_scalar(self.n_init, "n_init", low=1, integer=True)
         if self.n_jobs is not None:
@@ -702,7 +703,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         attrs.update(stats or {})
         self._set_fitted(attrs, checked, src)
         if state.interrupted:
-            warnings.warn(f"fit interrupted: keeping iteration {state.n_iter}", RuntimeWarning)
+            warnings.warn(f"fit interrupted: keeping iteration {state.n_iter}", RuntimeWarning,
+                          stacklevel=user_stacklevel())
             raise KeyboardInterrupt
         return self
 
@@ -777,7 +779,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             warnings.warn("partial_fit: model files of format version 2 and older do not "
                           "store the running sums of partial_fit; they restart from this chunk "
                           "(earlier data count only through the loaded parameters)",
-                          RuntimeWarning, stacklevel=2)
+                          RuntimeWarning, stacklevel=user_stacklevel())
         # a stream continues only from the state its last call left (a fit() in between
         # continues that fit with fresh running sums)
         cont = stream is not None and stream.get("state") is getattr(self, "_state", None)
@@ -792,7 +794,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             warnings.warn(f"partial_fit: {' and '.join(unused)} ignored: a stream keeps the "
                           "partition of its first chunk (its reference set) and runs no relabel "
                           "or prototype step; use fit (chunk_size= for data larger than "
-                          "memory) to have them", UserWarning, stacklevel=2)
+                          "memory) to have them", UserWarning, stacklevel=user_stacklevel())
         X, stats = self._standardise(X, learn=not (cont or from_fit))
         src = MemoryBlocks(X)
         seed = check_random_state(self.random_state).randint(_INT32_MAX)
@@ -1143,7 +1145,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             warnings.warn(f"score: the cost of {big or 'the sum of all'} sample(s) of X exceeds "
                           "the float64 range (samples about 1e154 times the scale of the "
                           "training data): the score is -inf. Such samples lie far outside the "
-                          "training data; check their units", RuntimeWarning, stacklevel=2)
+                          "training data; check their units", RuntimeWarning,
+                          stacklevel=user_stacklevel())
         return -total
 
     def save(self, path):

@@ -1,4 +1,5 @@
 """Input checks shared by the kernel API and the estimator: clear errors naming the argument."""
+import importlib
 import numbers
 import os
 import sys
@@ -9,24 +10,35 @@ FLOAT_DTYPES = (np.float64, np.float32)
 
 #: the folder of the package's modules (frames of files below it are internal)
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_IMPORTLIB_DIR = os.path.dirname(os.path.abspath(importlib.__file__)) + os.sep
 
 
 def _internal_dirs():
-    """Folders whose frames a warning skips: ntnumba's, and scikit-learn's when it is loaded
-    (its mixins and meta-estimators call ``fit``: ``fit_predict``, ``fit_transform``,
-    ``Pipeline.fit``)."""
-    sk = sys.modules.get("sklearn")
-    sk_file = getattr(sk, "__file__", None)
-    if sk_file is None:
-        return (_PACKAGE_DIR,)
-    return (_PACKAGE_DIR, os.path.dirname(os.path.abspath(sk_file)) + os.sep)
+    """Folders whose frames a warning skips: ntnumba's, scikit-learn's (its mixins and
+    meta-estimators call ``fit``: ``fit_predict``, ``fit_transform``, ``Pipeline.fit``),
+    numba's (its dispatcher loads and saves the compiled kernels), each when it is loaded, and
+    importlib's (``import_module`` of ntnumba's names imported on first use)."""
+    dirs = [_PACKAGE_DIR, _IMPORTLIB_DIR]
+    for name in ("sklearn", "numba"):
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if file is not None:
+            dirs.append(os.path.dirname(os.path.abspath(file)) + os.sep)
+    return tuple(dirs)
+
+
+def _import_machinery(frame):
+    """Frames of the import system, which ``warnings.warn`` skips without counting them in
+    ``stacklevel`` (``warnings._is_internal_frame``)."""
+    name = frame.f_code.co_filename
+    return "importlib" in name and "_bootstrap" in name
 
 
 def user_stacklevel():
     """The ``stacklevel`` at which a ``warnings.warn`` in the function calling this one names
-    the user's call: the first frame outside the ntnumba package and scikit-learn (which
-    calls ``fit`` from ``fit_predict``, ``fit_transform`` and pipelines), however deep inside
-    the package the warning is raised (the outermost frame when every frame is theirs).
+    the user's call: the first frame outside the ntnumba package, scikit-learn (which
+    calls ``fit`` from ``fit_predict``, ``fit_transform`` and pipelines) and numba, however
+    deep inside the package the warning is raised (the outermost frame when every frame is
+    theirs); a warning raised while ntnumba is imported names the user's ``import``.
 
     Examples
     --------
@@ -43,9 +55,13 @@ def user_stacklevel():
     dirs = _internal_dirs()
     frame = sys._getframe(1)  # the function that warns: stacklevel 1
     level = 1
-    while frame.f_back is not None and os.path.abspath(
-            frame.f_code.co_filename).startswith(dirs):
-        frame = frame.f_back
+    while os.path.abspath(frame.f_code.co_filename).startswith(dirs):
+        caller = frame.f_back
+        while caller is not None and _import_machinery(caller):  # not counted (a warning at
+            caller = caller.f_back                                # import names the import)
+        if caller is None:
+            break
+        frame = caller
         level += 1
     return level
 

@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
 import ntnumba
@@ -51,6 +52,20 @@ def test_standard_makes_units_irrelevant_and_rms_warns(mixed_units):
         NTClustering(3, **SMALL).fit(X)
     with pytest.warns(UserWarning, match="orders of magnitude"):
         NTClustering(3, scaling="none", **SMALL).fit(X)
+
+
+@pytest.mark.parametrize("call", ["fit", "fit_predict", "pipeline"])
+def test_scale_warning_names_the_users_line(mixed_units, call):
+    """The warning names the line that called ntnumba (this file), not a frame inside ntnumba
+    or scikit-learn (ClusterMixin.fit_predict and Pipeline.fit call fit)."""
+    X, _, _ = mixed_units
+    model = NTClustering(3, **SMALL)
+    with pytest.warns(UserWarning, match="orders of magnitude") as rec:
+        if call == "pipeline":
+            Pipeline([("nt", model)]).fit(X)
+        else:
+            getattr(model, call)(X)
+    assert {w.filename for w in rec if "orders of magnitude" in str(w.message)} == {__file__}
 
 
 def test_constant_feature_and_float32(mixed_units):

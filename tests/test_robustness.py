@@ -436,6 +436,11 @@ def test_score_beyond_float64_range_is_minus_inf_with_a_warning():
                          assign="objective").fit(X)
     with pytest.warns(RuntimeWarning, match="exceeds the float64 range"):
         assert model.score(X * 1e200) == -np.inf
+    # named at the user's line when scikit-learn calls score (Pipeline.score)
+    from sklearn.pipeline import Pipeline
+    with pytest.warns(RuntimeWarning, match="exceeds the float64 range") as rec:
+        assert Pipeline([("nt", model)]).score(X * 1e200) == -np.inf
+    assert {w.filename for w in rec if "float64 range" in str(w.message)} == {__file__}
     np.testing.assert_allclose(model.score(X * 1e150), _score_reference(model, X * 1e150),
                                rtol=1e-9)
 
@@ -480,12 +485,14 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     import numpy as np
     import ntnumba
+    from ntnumba import NTClustering    # the usual first use: imports the kernels lazily
     from ntnumba import _quartic
     from ntnumba.kernels import solve_quartic
     roots = [solve_quartic([1.0, 0.0, -5.0, 0.0, 4.0]).tolist() for _ in range(2)]
+mine = [w for w in caught if "cache" in str(w.message)]
 print(json.dumps({"roots": roots, "cache": bool(_quartic.CACHE),
-                  "warnings": [str(w.message) for w in caught
-                               if "cache" in str(w.message)]}))
+                  "warnings": [str(w.message) for w in mine],
+                  "where": [[w.filename, w.lineno] for w in mine]}))
 """
 
 
@@ -511,6 +518,12 @@ def test_a_full_or_unwritable_numba_cache_degrades_to_memory_with_one_warning(
     assert re.search(match, out["warnings"][0]), out["warnings"][0]
     assert "NUMBA_CACHE_DIR" in out["warnings"][0]
     assert out["cache"] == (fault == "full")
+    # at the user's line: the first use of ntnumba (no cache location) or the call that
+    # compiled a kernel, not inside ntnumba, numba or the import system
+    user = "    from ntnumba import NTClustering" if fault == "read-only" else "    roots = "
+    lines = [i + 1 for i, ln in enumerate(_CACHE_SCRIPT.splitlines()) if ln.startswith(user)]
+    [(name, line)] = out["where"]
+    assert name == "<string>" and line in lines, (out["where"], lines)
 
 
 def test_every_kernel_cache_is_guarded():
@@ -549,8 +562,9 @@ def test_a_failing_cache_save_keeps_the_kernel_and_warns_once(monkeypatch):
     a, b = Disp(), Disp()
     assert _cache._guard_one(a) and _cache._guard_one(b) and not _cache._guard_one(a)
     cache_b = b._cache
-    with pytest.warns(RuntimeWarning, match=r"/full/disk cannot be used .*No space left"):
+    with pytest.warns(RuntimeWarning, match=r"/full/disk cannot be used .*No space left") as rec:
         a._cache.save_overload("sig", "data")
+    assert [w.filename for w in rec] == [__file__]   # the caller's line, not ntnumba._cache
     assert type(a._cache).__name__ == type(b._cache).__name__ == "NullCache"
     import warnings
     with warnings.catch_warnings():
@@ -582,8 +596,11 @@ def test_relabel_without_a_following_iteration_warns():
     X, _ = _data(n=60)
     for relabel, max_iter, runs in ((1, 1, "no"), (3, 2, "only 1 of the 3")):
         with pytest.warns(UserWarning, match=rf"relabel={relabel} with max_iter={max_iter}: "
-                          rf".*{runs} relabel step\(s\) can run; use max_iter={relabel + 1}"):
+                          rf".*{runs} relabel step\(s\) can run; use max_iter={relabel + 1}"
+                          ) as rec:
             NTClustering(3, relabel=relabel, **{**FAST, "max_iter": max_iter}).fit(X)
+        # this line (one of its two checks named "sys" line 1: a stacklevel past the stack)
+        assert {w.filename for w in rec if "relabel=" in str(w.message)} == {__file__}
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         NTClustering(3, relabel=1, **{**FAST, "max_iter": 2}).fit(X)

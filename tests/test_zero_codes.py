@@ -7,6 +7,8 @@ import warnings
 import numpy as np
 import pytest
 
+from sklearn.pipeline import Pipeline
+
 from ntnumba import NTClustering
 
 from test_stream import _blobs
@@ -78,3 +80,14 @@ def test_zero_codes_warn_in_partial_fit():
     X, _ = _blobs()
     model = NTClustering(3, lambda1=1e6, **KW)
     check_zero_codes_warning(lambda Z: model.partial_fit(Z), X)
+
+
+@pytest.mark.parametrize("call", ["fit_predict", "pipeline"])
+def test_zero_codes_warning_through_scikit_learn(call):
+    """Attributed to the user's line when scikit-learn calls fit (not to sklearn/base.py)."""
+    X, _ = _blobs()
+    model = NTClustering(3, lambda1=1e6, **KW)
+    if call == "fit_predict":
+        check_zero_codes_warning(lambda Z: (model.fit_predict(Z), model)[1], X)
+    else:
+        check_zero_codes_warning(lambda Z: Pipeline([("nt", model)]).fit(Z)[-1], X)
