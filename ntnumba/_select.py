@@ -378,7 +378,9 @@ def truncated_partition(X, n_clusters, p, random_state, verbose=0):
     Returns ``(labels, info)`` as :func:`ntnumba._graph.graph_partition` with ``info["mean"]``
     and ``info["V"]`` in the features of ``X`` (the mean and the ``r`` shared directions the
     partition removed: ``predict`` votes in the rows of ``X`` with those removed) and
-    ``info["truncated"]`` the number of directions kept.
+    ``info["truncated"]`` the number of directions kept. Equal rows count once (as in
+    :func:`ntnumba._graph.graph_partition`): the mean, the directions and the partition are
+    those of the distinct rows, whatever the number of copies of each.
 
     Examples
     --------
@@ -393,20 +395,25 @@ def truncated_partition(X, n_clusters, p, random_state, verbose=0):
     >>> info["truncated"], np.bincount(labels).tolist(), info["V"].shape[1]
     (8, [30, 30], 40)
     """
-    from ._graph import graph_partition, principal_coordinates
+    from ._graph import distinct_rows, graph_partition, principal_coordinates
 
     X = np.asarray(X, dtype=np.float64)
+    # equal rows count once, as in the partition of the rows (one node of its graph): the
+    # directions and the size test do not depend on how often a sample repeats
+    first, inverse = distinct_rows(X)
+    Xd = X[first] if first.size < X.shape[0] else X
     d = TRUNCATE_FACTOR * int(n_clusters)
-    if d >= min(X.shape[0] - 1, X.shape[1]):
+    if d >= min(Xd.shape[0] - 1, X.shape[1]):
         return None
-    Z, mean, P = principal_coordinates(X, d)
+    Z, mean, P = principal_coordinates(Xd, d)
     labels, info = graph_partition(Z, n_clusters, n_neighbors=p.n_neighbors,
                                    n_shared=p.n_shared, random_state=random_state,
                                    verbose=verbose)
     info["mean"] = mean + info["mean"] @ P
     info["V"] = np.ascontiguousarray(info["V"] @ P)
     info["truncated"] = d
-    return labels, info
+    # first is ascending: the labels keep their order of first appearance
+    return labels[inverse], info
 
 
 def euclidean_graph(X, n_neighbors):

@@ -406,8 +406,9 @@ def _prototype_case():
 def test_estimator_prototypes_same_on_repeated_data():
     """Overlapping blobs: the step is kept; the data repeated twice get the same partition."""
     X, y = _prototype_case()
-    # the rows themselves (_prototype_case; from the truncated rows' partition 2 of the 600
-    # repeated rows end in another cluster than their copies in the unique fit)
+    # the step from the rows' own partition (_prototype_case). The default's initial partition
+    # does not depend on repeats (test_select.py); from it the step itself moves 2 of the 600
+    # repeated rows to another cluster than their copies in the unique fit
     kw = dict(prototypes=True, random_state=0, representation="as-is")
     one = NTClustering(4, **kw).fit(X)
     two = NTClustering(4, **kw).fit(np.tile(X, (2, 1)))

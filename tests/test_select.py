@@ -180,3 +180,23 @@ def test_truncated_fit_predicts_its_labels():
     assert adjusted_rand_score(y, model.labels_) > 0.9
     assert model.shared_components_.shape[1] == X.shape[1]
     np.testing.assert_array_equal(model.predict(X), model.labels_)
+
+
+def test_truncated_rows_count_each_distinct_row_once():
+    """30 of the rows repeated 20 more times: the truncated rows' partition (kept) of the
+    distinct rows, and the default fit's labels, are those of the data without copies (the
+    directions are those of the distinct rows, as in the partition of the rows)."""
+    X, _ = make_blobs(300, n_features=20, centers=4, cluster_std=6.0, random_state=2)
+    rng = np.random.default_rng(0)
+    heavy = np.r_[np.arange(300), np.repeat(rng.choice(300, 30, replace=False), 20)]
+    p = SimpleNamespace(n_neighbors=5, n_shared=DEFAULT_SHARED, representation="auto")
+    lab_u, info_u = partition(X, 4, p, 0)
+    lab_r, info_r = partition(X[heavy], 4, p, 0)
+    assert info_u["representation"] == info_r["representation"] == ["16 principal directions"]
+    np.testing.assert_array_equal(lab_r, lab_u[heavy])
+    np.testing.assert_allclose(info_r["mean"], info_u["mean"], atol=1e-12)
+    np.testing.assert_allclose(info_r["V"], info_u["V"], atol=1e-12)
+    one = NTClustering(4, random_state=0).fit(X)
+    many = NTClustering(4, random_state=0).fit(X[heavy])
+    np.testing.assert_array_equal(many.initial_labels_, one.initial_labels_[heavy])
+    np.testing.assert_array_equal(many.labels_, one.labels_[heavy])
