@@ -200,3 +200,27 @@ def test_truncated_rows_count_each_distinct_row_once():
     many = NTClustering(4, random_state=0).fit(X[heavy])
     np.testing.assert_array_equal(many.initial_labels_, one.initial_labels_[heavy])
     np.testing.assert_array_equal(many.labels_, one.labels_[heavy])
+
+
+@pytest.mark.parametrize("share, kept", [(0.99, False), (0.97, True)])
+def test_truncated_rows_need_a_cut_lower_by_the_margin(monkeypatch, share, kept):
+    """A truncated cut lower by 1% than the rows' cut is not kept, lower by 3% is (the 2%
+    margin, TRUNCATE_MARGIN): by fewer_cut and through partition's choice."""
+    import ntnumba._graph as G
+    import ntnumba._select as S
+
+    rows = {"n_shared": 2, "ncut": {0: 0.5, 2: 0.4}, "mean": np.zeros(20), "V": np.zeros((2, 20))}
+    alt = {"n_shared": 0, "ncut": {0: share * 0.4}, "mean": np.zeros(20), "V": np.zeros((0, 20)),
+           "truncated": 16}
+    assert S.fewer_cut(alt, rows) == kept
+    assert S.fewer_cut(alt, rows, margin=0.0)  # lower at all: kept without a margin
+    # partition: the rows' and the truncated rows' partitions replaced by these two
+    X = np.random.default_rng(0).standard_normal((30, 20))
+    lab_rows, lab_alt = np.arange(30) % 4, np.arange(30) // 8
+    monkeypatch.setattr(G, "graph_partition", lambda *a, **k: (lab_rows, dict(rows)))
+    monkeypatch.setattr(S, "truncated_partition", lambda *a, **k: (lab_alt, dict(alt)))
+    p = SimpleNamespace(n_neighbors=5, n_shared=DEFAULT_SHARED, representation="auto")
+    labels, info = partition(X, 4, p, 0)
+    np.testing.assert_array_equal(labels, lab_alt if kept else lab_rows)
+    assert info["n_shared"] == (0 if kept else 2)
+    assert ("16 principal directions" in info["representation"]) == kept
