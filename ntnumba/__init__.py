@@ -4,17 +4,20 @@ Implements Kostadinov et al., "Clustering with Jointly Learned Nonlinear Transfo
 Discriminating Min-Max Similarity/Dissimilarity Assignment" (2019).
 
 Public API: :class:`NTClustering` (scikit-learn estimator), :func:`load` (saved models),
-:mod:`ntnumba.kernels` (arrays in, arrays out), :mod:`ntnumba.datasets`, :mod:`ntnumba.metrics`.
+:class:`MemoryUsageWarning` (a fit close to the available memory), :mod:`ntnumba.kernels`
+(arrays in, arrays out), :mod:`ntnumba.datasets`, :mod:`ntnumba.metrics`.
 
 The names are imported on first use (PEP 562), so that ``import ntnumba`` and the command's
 ``--help`` do not pay for numba, SciPy and scikit-learn until they are needed.
 """
 import importlib
 
-__all__ = ["NTClustering", "datasets", "kernels", "load", "metrics", "__version__"]
+__all__ = ["MemoryUsageWarning", "NTClustering", "datasets", "kernels", "load", "metrics",
+           "__version__"]
 
 #: name -> (module, attribute or None for the module itself)
-_LAZY = {"NTClustering": ("._estimator", "NTClustering"), "load": ("._estimator", "load"),
+_LAZY = {"MemoryUsageWarning": ("._validation", "MemoryUsageWarning"),
+         "NTClustering": ("._estimator", "NTClustering"), "load": ("._estimator", "load"),
          "datasets": (".datasets", None), "kernels": (".kernels", None),
          "metrics": (".metrics", None)}
 

@@ -182,8 +182,9 @@ def _available_memory():
 
 def check_memory(nbytes, what):
     """Raise MemoryError when ``nbytes`` exceed the available memory, warn above half of it
-    (a ``ResourceWarning`` at the user's call, :func:`ntnumba._validation.user_stacklevel`)."""
-    from ._validation import user_stacklevel
+    (a :class:`ntnumba.MemoryUsageWarning` at the user's call,
+    :func:`ntnumba._validation.user_stacklevel`)."""
+    from ._validation import MemoryUsageWarning, user_stacklevel
 
     avail = _available_memory()
     if avail is None:
@@ -195,7 +196,7 @@ def check_memory(nbytes, what):
             "fewer n_components, or chunk_size")
     if nbytes > 0.5 * avail:
         warnings.warn(f"{what} needs about {nbytes / 2**30:.1f} GiB of the "
-                      f"{avail / 2**30:.1f} GiB available", ResourceWarning,
+                      f"{avail / 2**30:.1f} GiB available", MemoryUsageWarning,
                       stacklevel=user_stacklevel())
 
 

@@ -13,6 +13,24 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _IMPORTLIB_DIR = os.path.dirname(os.path.abspath(importlib.__file__)) + os.sep
 
 
+class MemoryUsageWarning(UserWarning):
+    """A fit's estimated memory is above half of the memory available to the process.
+
+    Shown by Python's default warning filters (a ``UserWarning``); the fit goes on. Above all
+    of the available memory the fit raises a ``MemoryError`` naming the fix instead. Filter it
+    with the usual tools when the estimate is known to be safe.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import ntnumba
+    >>> issubclass(ntnumba.MemoryUsageWarning, UserWarning)
+    True
+    >>> with warnings.catch_warnings():   # silence it around a fit known to be safe
+    ...     warnings.filterwarnings("ignore", category=ntnumba.MemoryUsageWarning)
+    """
+
+
 def _internal_dirs():
     """Folders whose frames a warning skips: ntnumba's, scikit-learn's (its mixins and
     meta-estimators call ``fit``: ``fit_predict``, ``fit_transform``, ``Pipeline.fit``),

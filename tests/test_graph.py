@@ -6,7 +6,7 @@ from sklearn.metrics import adjusted_rand_score
 
 import naive
 import naive_graph
-from ntnumba import NTClustering, _driver, _parallel
+from ntnumba import MemoryUsageWarning, NTClustering, _driver, _parallel
 from ntnumba import _graph as G
 
 
@@ -425,7 +425,7 @@ def test_graph_progress_and_memory_check(capsys, monkeypatch):
 
 @pytest.mark.parametrize("call", ["graph_partition", "fit", "fit_predict"])
 def test_memory_warning_points_at_the_users_call(call, monkeypatch, memory_trace):
-    """The ResourceWarning of the memory check (an estimate above half of the available
+    """The MemoryUsageWarning of the memory check (an estimate above half of the available
     memory) names the line that called ntnumba, not a frame inside the package or inside
     scikit-learn (whose ClusterMixin.fit_predict calls fit)."""
     X, _ = _planted(6)
@@ -439,9 +439,28 @@ def test_memory_warning_points_at_the_users_call(call, monkeypatch, memory_trace
 
     estimates = memory_trace(run)[1]
     monkeypatch.setattr(G, "_available_memory", lambda: int(1.5 * max(estimates)))
-    with pytest.warns(ResourceWarning, match="k-NN graph needs about") as record:
+    with pytest.warns(MemoryUsageWarning, match="k-NN graph needs about") as record:
         run()
-    assert {w.filename for w in record if w.category is ResourceWarning} == {__file__}
+    assert {w.filename for w in record if w.category is MemoryUsageWarning} == {__file__}
+
+
+def test_memory_warning_is_shown_by_the_default_filters(tmp_path):
+    """A script run with Python's default warning filters (which ignore ResourceWarning) prints
+    the memory check's warning on stderr, at the script's line."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "fit_near_the_limit.py"
+    script.write_text("from ntnumba import _graph\n"
+                      "_graph._available_memory = lambda: 3 * 2**30\n"
+                      "_graph.check_memory(2 * 2**30, 'the k-NN graph')\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert (f"{script}:3: MemoryUsageWarning: the k-NN graph needs about 2.0 GiB of the "
+            "3.0 GiB available") in res.stderr
 
 
 @pytest.mark.parametrize("weighting", G.WEIGHTINGS)
