@@ -460,9 +460,11 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         self.warm_start = warm_start
 
     # ------------------------------------------------------------------ validation
-    def _params(self, n_features, fit=True, stream=False):
+    def _params(self, n_features, fit=True, stream=False, warn=True):
         """The checked parameters (``fit``: also those a fit needs; a model file need not;
-        ``stream``: for ``partial_fit``, which ``max_iter`` does not bound)."""
+        ``stream``: for ``partial_fit``, which ``max_iter`` does not bound; ``warn``: give
+        the parameters' warnings, off for the early check of ``fit``, which checks them again
+        in ``_fit_source``)."""
         C = check_scalar(self.n_clusters, "n_clusters", low=1, integer=True)
         if self.n_dissimilarity is not None:
             Cd = check_scalar(self.n_dissimilarity, "n_dissimilarity", low=1, integer=True)
@@ -510,7 +512,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         if fit and relabel > 0 and not self.learn_transform:
             raise ValueError("relabel: recomputes the partition from the learned map, got "
                              "learn_transform=False; use relabel=0 or learn_transform=True")
-        if fit and not stream and relabel >= max_iter:
+        if warn and fit and not stream and relabel >= max_iter:
             # a warning, not an error: a fit in pieces (warm_start, max_iter raised between
             # the calls) runs the remaining relabel steps in its later calls
             runs = "no" if max_iter == 1 else f"only {max_iter - 1} of the {relabel}"
@@ -655,7 +657,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         checked = self if warm else clone(self)  # validation sets no attribute of self
         X = checked._check_X(X, reset=not warm)
         X, stats = self._standardise(X, learn=not warm)
-        p = checked._params(X.shape[1])
+        p = checked._params(X.shape[1], warn=False)  # warned once, by _fit_source
         src = memory_source(X, p.n_components if p.learn_transform else X.shape[1])
         src.standardised = True
         try:
