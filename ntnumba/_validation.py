@@ -34,10 +34,12 @@ class MemoryUsageWarning(UserWarning):
 def _internal_dirs():
     """Folders whose frames a warning skips: ntnumba's, scikit-learn's (its mixins and
     meta-estimators call ``fit``: ``fit_predict``, ``fit_transform``, ``Pipeline.fit``),
-    numba's (its dispatcher loads and saves the compiled kernels), each when it is loaded, and
-    importlib's (``import_module`` of ntnumba's names imported on first use)."""
+    joblib's (scikit-learn's model selection, ``cross_validate`` and ``GridSearchCV``, calls
+    ``fit`` through it, even with ``n_jobs=None``), numba's (its dispatcher loads and saves the
+    compiled kernels), each when it is loaded, and importlib's (``import_module`` of ntnumba's
+    names imported on first use)."""
     dirs = [_PACKAGE_DIR, _IMPORTLIB_DIR]
-    for name in ("sklearn", "numba"):
+    for name in ("sklearn", "joblib", "numba"):
         file = getattr(sys.modules.get(name), "__file__", None)
         if file is not None:
             dirs.append(os.path.dirname(os.path.abspath(file)) + os.sep)
@@ -54,7 +56,8 @@ def _import_machinery(frame):
 def user_stacklevel():
     """The ``stacklevel`` at which a ``warnings.warn`` in the function calling this one names
     the user's call: the first frame outside the ntnumba package, scikit-learn (which
-    calls ``fit`` from ``fit_predict``, ``fit_transform`` and pipelines) and numba, however
+    calls ``fit`` from ``fit_predict``, ``fit_transform``, pipelines and, through joblib,
+    ``cross_validate`` and ``GridSearchCV``), joblib and numba, however
     deep inside the package the warning is raised (the outermost frame when every frame is
     theirs); a warning raised while ntnumba is imported names the user's ``import``.
 

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 from scipy import sparse
 from sklearn.metrics import adjusted_rand_score
+from sklearn.model_selection import cross_validate
 
 import naive
 import naive_graph
@@ -423,16 +424,20 @@ def test_graph_progress_and_memory_check(capsys, monkeypatch):
         G.graph_partition(X, 4, random_state=0)
 
 
-@pytest.mark.parametrize("call", ["graph_partition", "fit", "fit_predict"])
+@pytest.mark.parametrize("call", ["graph_partition", "fit", "fit_predict", "cross_validate"])
 def test_memory_warning_points_at_the_users_call(call, monkeypatch, memory_trace):
     """The MemoryUsageWarning of the memory check (an estimate above half of the available
     memory) names the line that called ntnumba, not a frame inside the package or inside
-    scikit-learn (whose ClusterMixin.fit_predict calls fit)."""
+    scikit-learn (whose ClusterMixin.fit_predict calls fit) or joblib (through which
+    cross_validate calls fit)."""
     X, _ = _planted(6)
 
     def run():
         if call == "graph_partition":
             G.graph_partition(X, 4, n_shared=[0, 2], random_state=0)
+        elif call == "cross_validate":
+            cross_validate(NTClustering(4, n_components=40, max_iter=1, random_state=0), X,
+                           cv=2)
         else:
             model = NTClustering(4, n_components=40, max_iter=1, random_state=0)
             getattr(model, call)(X)
