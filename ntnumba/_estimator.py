@@ -1176,6 +1176,12 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """
         return _persistence.save_model(self, path)
 
+    @staticmethod
+    def _max_graph_copies(n_ref, p):
+        """The largest near-copy factor a graph fit of ``n_ref`` reference rows can record
+        (:func:`ntnumba._graph.max_copy_factor`; :func:`load` refuses a larger one)."""
+        return _graph.max_copy_factor(n_ref, p.n_neighbors)
+
     def _restore_loaded(self, p, prototypes_pending=False, rng_state=None, ref_rows=None,
                         stream=None, sums_kept=True, copies=None):
         """The iterate of a model read by :func:`load` (its arrays set and checked;

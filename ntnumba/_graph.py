@@ -1008,6 +1008,19 @@ def list_length(n, k, copies=None, weighting="mutual-rank"):
     return min(n - 1, max(8 * k, 32, lk * k) if copies is None else lk * k * copies)
 
 
+def max_copy_factor(n, k, weighting="mutual-rank"):
+    """The largest near-copy factor :func:`neighbour_lists` can measure on ``n`` rows: the
+    first lists' length (:func:`list_length`) over ``k``, at least 1.
+
+    Examples
+    --------
+    >>> from ntnumba._graph import max_copy_factor
+    >>> max_copy_factor(1000, 5), max_copy_factor(10, 5)
+    (8, 1)
+    """
+    return max(1, list_length(n, k, None, weighting) // max(k, 1))
+
+
 def neighbour_lists(Y, k, copies=None, weighting="mutual-rank", method="auto",
                     random_state=None, verbose=0, check=None):
     """The neighbour lists a k-NN graph of the rows ``Y`` is built from
@@ -1038,7 +1051,7 @@ def neighbour_lists(Y, k, copies=None, weighting="mutual-rank", method="auto",
     nn, sim = knn_search(Y, K, exclude_self=True, method=method, random_state=random_state,
                          verbose=verbose)
     if copies is None:
-        copies = max(1, min(copy_factor(sim, k), K // max(k, 1)))
+        copies = min(copy_factor(sim, k), max_copy_factor(n, k, weighting))
         if K < list_length(n, k, copies, weighting):  # the mutual ranks need longer lists
             K = list_length(n, k, copies, weighting)
             if check is not None:

@@ -46,9 +46,11 @@ key                       content
                           samples (version 2 wrote the reference set's ``labels_``,
                           ``similarity_labels_``, ``outlier_scores_`` and ``probabilities_``
                           only)
-``graph_copies_``         ``assign="graph"`` only, optional (version 3): integer >= 1, the
-                          near-copy factor of the partition's graph, which ``relabel``'s data
-                          graph reuses (files without it: measured again from the lists)
+``graph_copies_``         ``assign="graph"`` only, optional (version 3): integer in ``[1,
+                          max(1, min(n_ref - 1, max(8 k, 32)) // k)]`` (``k`` =
+                          ``n_neighbors``), the near-copy factor of the partition's graph,
+                          which ``relabel``'s data graph reuses (files without it: measured
+                          again from the lists)
 ``stream_count_``, ...    ``partial_fit`` only (version 3): its running sums, which the next
                           ``partial_fit`` continues: float64 ``stream_count_`` (C, Cs),
                           ``stream_sum_q_`` (C, Cs, M), ``stream_sum_qq_`` (C, Cs),
@@ -92,9 +94,10 @@ checked: finite parameters, representations, shared directions and objective his
 (``labels_``, ``initial_labels_``, ``fit_labels_``) within ``[0, n_clusters)`` and
 ``[0, n_similarity)``, increasing ``ref_rows_`` within ``[0, n)``, finite running sums
 (counts and sums of squares not negative), a positive finite ``scale_``, a random state
-that ``numpy.random.RandomState.set_state`` accepts, a near-copy factor of at least 1. Anything else is a ``ValueError`` naming
-the file and the entry. ``save`` writes to a temporary file in the
-destination folder and renames it, so an interrupted save never leaves a truncated model behind.
+that ``numpy.random.RandomState.set_state`` accepts, a near-copy factor that a fit can
+measure (:func:`ntnumba._graph.max_copy_factor`). Anything else is a ``ValueError`` naming the
+file and the entry. ``save`` writes to a temporary file in the destination folder and renames
+it, so an interrupted save never leaves a truncated model behind.
 """
 import json
 import math
@@ -553,10 +556,6 @@ def _load(f, path, factory):
     ref_rows = None
     copies = None
     if p.rule == "graph":
-        if "graph_copies_" in f:
-            copies = f.scalar("graph_copies_", int)
-            if copies < 1:
-                f.fail(f"graph_copies_ is {copies}, below 1")
         r = model.n_shared_
         if not 0 <= r <= N:
             f.fail(f"n_shared_ is {r}, outside [0, {N}]")
@@ -567,6 +566,12 @@ def _load(f, path, factory):
             model._fit_labels = f.array("fit_labels_", (-1,), "iu").astype(np.int64)
             n_ref = model._fit_labels.shape[0]
         model._fit_X = f.array("fit_X_", (n_ref, N), float_kinds)
+        if "graph_copies_" in f:
+            copies = f.scalar("graph_copies_", int)
+            top = model._max_graph_copies(n_ref, p)
+            if not 1 <= copies <= top:
+                f.fail(f"graph_copies_ is {copies}, outside [1, {top}] (the near-copy factors "
+                       f"a fit with n_neighbors={p.n_neighbors} on {n_ref} rows can measure)")
         if "ref_rows_" in f:
             ref_rows = f.array("ref_rows_", (n_ref,), "iu").astype(np.int64)
             if ref_rows.size and not (0 <= ref_rows[0] and ref_rows[-1] < n

@@ -579,7 +579,12 @@ def test_crafted_entries(model, graph_model, tmp_path, which, key, value, match)
     ("ref_rows_", lambda m: np.arange(len(m._fit_labels))[::-1], "ref_rows_ must be incr"),
     ("ref_rows_", lambda m: np.arange(len(m._fit_labels)) + 1, r"ref_rows_ .*\[0, 36\)"),
     ("ref_rows_", lambda m: np.arange(len(m._fit_labels) - 1), "ref_rows_ has shape"),
-    ("graph_copies_", lambda m: np.array(0), "graph_copies_ is 0, below 1"),
+    ("graph_copies_", lambda m: np.array(0), r"graph_copies_ is 0, outside \[1, 8\]"),
+    # 36 rows, n_neighbors=4: the first lists hold min(35, max(8 * 4, 32)) = 32 neighbours,
+    # so a fit measures at most 32 // 4 = 8 near-copies
+    ("graph_copies_", lambda m: np.array(9), r"graph_copies_ is 9, outside \[1, 8\] .*"
+                                             r"n_neighbors=4 on 36 rows"),
+    ("graph_copies_", lambda m: np.array(2**62), r"graph_copies_ is 4611686018427387904, "),
     ("graph_copies_", lambda m: np.array(2.0), "'graph_copies_' is not a int scalar"),
     ("graph_copies_", lambda m: np.array([2]), "graph_copies_ has shape"),
 ])
