@@ -26,6 +26,7 @@ dead), the fit raises one ``RuntimeError`` naming the cause and the workers invo
 and the estimator's previous fitted state are unchanged.
 """
 import contextlib
+import copy
 import pickle
 import time
 
@@ -501,8 +502,10 @@ class NTClustering(_NTClustering):
         ``similarity_labels_`` as NumPy arrays of every training row (computed from the dask
         arrays), ``outlier_scores_``, ``probabilities_`` and ``initial_labels_`` of every
         row, and with ``assign="graph"`` and more than 20000 training rows the reference
-        sample ``predict`` votes with. A new model at every call: fitting or changing it leaves
-        this one as it is.
+        sample ``predict`` votes with. A new model at every call, with its own copies of the
+        arrays and of the fitted state: fitting it or changing its arrays in place leaves this
+        one as it is (only the reference rows ``predict`` votes with, a private array, are
+        shared).
 
         Returns
         -------
@@ -523,7 +526,15 @@ class NTClustering(_NTClustering):
         self._local()  # NotFittedError when not fitted
         attrs = {k: v for k, v in vars(self).items() if is_fitted_name(k) and k != "_local_"}
         lazy = [k for k, v in attrs.items() if isinstance(v, da.Array)]
-        attrs.update(zip(lazy, dask.compute(*[attrs[k] for k in lazy])))
+        computed = dict(zip(lazy, dask.compute(*[attrs[k] for k in lazy])))
+        # the computed arrays are new already; the reference rows (up to REFERENCE_SIZE rows)
+        # (private) are shared; everything else is copied
+        keep = list(computed.values())
+        if attrs.get("_fit_X") is not None:
+            keep.append(attrs["_fit_X"])
+        memo = {id(v): v for v in keep}
+        attrs = copy.deepcopy({k: v for k, v in attrs.items() if k not in computed}, memo)
+        attrs.update(computed)
         local = _NTClustering(**self.get_params())
         _NTClustering._set_fitted(local, attrs)
         return local
