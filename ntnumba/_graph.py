@@ -1032,8 +1032,8 @@ def neighbour_lists(Y, k, copies=None, weighting="mutual-rank", method="auto",
     ``RANK_LISTS`` for the mutual ranks, 1 for ``"similarity"``; exactly that many when
     ``copies`` is given), at most ``n - 1``; returns ``nn``, ``sim`` (:func:`knn_search`,
     self excluded) and ``g``.
-    ``check(K)``, when given, is called before the lists are lengthened to ``K`` (the graph
-    partition's memory check).
+    ``check(K)``, when given, is called before every search for lists of ``K`` neighbours
+    (the graph partition's memory check: the first lists and the lengthened ones).
 
     Examples
     --------
@@ -1046,18 +1046,19 @@ def neighbour_lists(Y, k, copies=None, weighting="mutual-rank", method="auto",
     >>> neighbour_lists(Y, 2, copies=3)[0].shape
     (50, 24)
     """
+    def search(K):
+        if check is not None:
+            check(K)
+        return knn_search(Y, K, exclude_self=True, method=method, random_state=random_state,
+                          verbose=verbose)
+
     n = Y.shape[0]
     K = list_length(n, k, copies, weighting)
-    nn, sim = knn_search(Y, K, exclude_self=True, method=method, random_state=random_state,
-                         verbose=verbose)
+    nn, sim = search(K)
     if copies is None:
         copies = min(copy_factor(sim, k), max_copy_factor(n, k, weighting))
         if K < list_length(n, k, copies, weighting):  # the mutual ranks need longer lists
-            K = list_length(n, k, copies, weighting)
-            if check is not None:
-                check(K)
-            nn, sim = knn_search(Y, K, exclude_self=True, method=method,
-                                 random_state=random_state, verbose=verbose)
+            nn, sim = search(list_length(n, k, copies, weighting))
     return nn, sim, copies
 
 
@@ -1149,8 +1150,7 @@ def graph_partition(X, n_clusters, *, n_neighbors=5, n_shared=DEFAULT_SHARED, ra
     k = int(n_neighbors)
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting: expected one of {WEIGHTINGS}, got {weighting!r}")
-    # _partition's first neighbour lists (it checks again when near-copies make them longer)
-    _check_graph_memory(n, N, max(8 * k, 32, RANK_LISTS * k), len(cands))
+    # the memory check: before every search for neighbour lists (_partition -> neighbour_lists)
     with _blas_policy():
         labels, info = _partition(X, C, k, cands, seed, return_all, knn, say, offset,
                                   weighting)

@@ -329,17 +329,19 @@ def learned_map_applies(X, p):
     return (X.shape[1] > _select.FEW_FEATURES and _select.feature_weights(X) is None)
 
 
-def graph_of_rows(Y, k, random_state=0, weighting="similarity"):
+def graph_of_rows(Y, k, random_state=0, weighting="similarity", check=None):
     """The k-NN graph of the rows ``Y`` by the graph's angular similarity, ``k`` neighbours
     (at most ``n - 1``), built as the graph partition builds its graph: the lists of
     :func:`ntnumba._graph.neighbour_lists`, the edge weights of
     :func:`ntnumba._graph.weighted_graph` (``"similarity"``: the symmetrised similarities;
-    ``"mutual-rank"``: the graph partition's weights)."""
+    ``"mutual-rank"``: the graph partition's weights). ``check(K)``: a memory check before
+    the lists of ``K`` neighbours are searched (``neighbour_lists``)."""
     from . import _graph
 
     n = Y.shape[0]
     k = min(n - 1, int(k))
-    nn, sim, _ = _graph.neighbour_lists(Y, k, 1, weighting, random_state=random_state)
+    nn, sim, _ = _graph.neighbour_lists(Y, k, 1, weighting, random_state=random_state,
+                                        check=check)
     return _graph.weighted_graph(nn, sim, k, n, weighting)
 
 
@@ -449,7 +451,6 @@ def refine(X, Z, labels, graph, p, random_state, n_shared=0, verbose=0):
         _graph._check_graph_memory(first.size, X.shape[1], K, 2,
                                    "relabel's two k-NN graphs (relabel=0 has none)")
 
-    check(_graph.list_length(first.size, k, graph.get("copies"), PARTITION_WEIGHTING))
     # the initial partition's graph: its lists, near-copy factor and weights
     nn, sim, copies = _graph.neighbour_lists(Yx, k, graph.get("copies"), PARTITION_WEIGHTING,
                                              random_state=random_state, check=check)
@@ -550,11 +551,13 @@ def prototype_partition(Z, labels, n_clusters, max_steps=PROTOTYPE_STEPS):
     return labels
 
 
-def coarse_graph(rows, p, random_state=0):
+def coarse_graph(rows, p, random_state=0, check=None):
     """The graph partition's k-NN graph (mutual-rank weights, :func:`graph_of_rows`) of the
     graph rows ``rows`` (:func:`ntnumba._graph.graph_rows` of the initial partition, distinct
-    rows) with ``COARSE * n_neighbors`` neighbours (at most ``n - 1``)."""
-    return graph_of_rows(rows, COARSE * p.n_neighbors, random_state, PARTITION_WEIGHTING)
+    rows) with ``COARSE * n_neighbors`` neighbours (at most ``n - 1``); ``check``: the memory
+    check (:func:`graph_of_rows`)."""
+    return graph_of_rows(rows, COARSE * p.n_neighbors, random_state, PARTITION_WEIGHTING,
+                         check)
 
 
 def prototype_refine(Z, rows, labels, p, random_state=0):
@@ -617,10 +620,10 @@ def prototype_refine(Z, rows, labels, p, random_state=0):
         return labels, {"kept": False}
     # equal rows are one node, as in the graph partition (copies must not fill the lists)
     first, _ = _graph.distinct_rows(np.asarray(rows, dtype=np.float64))
-    K = _graph.list_length(first.size, COARSE * p.n_neighbors, 1, PARTITION_WEIGHTING)
-    _graph._check_graph_memory(first.size, np.shape(rows)[1], K, 1,
-                               "the prototype step's coarse k-NN graph (prototypes=False has none)")
-    W = coarse_graph(np.asarray(rows, dtype=np.float64)[first], p, random_state)
+    W = coarse_graph(np.asarray(rows, dtype=np.float64)[first], p, random_state,
+                     check=lambda K: _graph._check_graph_memory(
+                         first.size, np.shape(rows)[1], K, 1,
+                         "the prototype step's coarse k-NN graph (prototypes=False has none)"))
     cuts = (normalised_cut(W, labels[first], p.n_clusters),
             normalised_cut(W, new[first], p.n_clusters))
     kept = cuts[1] < CUT_RATIO * cuts[0]

@@ -468,6 +468,21 @@ def test_memory_warning_is_shown_by_the_default_filters(tmp_path):
             "3.0 GiB available") in res.stderr
 
 
+def test_neighbour_lists_check_memory_before_every_search():
+    """The memory check runs inside neighbour_lists before each search: the first lists
+    (max(8 k, 32) = 40 neighbours for k = 5) and, with 8 near-copies of every sample, the
+    lengthened ones (4 k 8 = 160); with the factor given, once at 4 k g."""
+    rng = np.random.default_rng(0)
+    Y = rng.standard_normal((50, 12))
+    calls = []
+    nn, _, g = G.neighbour_lists(np.repeat(Y, 8, axis=0) + 1e-4 * rng.standard_normal((400, 12)),
+                                 5, check=calls.append)
+    assert (g, calls, nn.shape[1]) == (8, [40, 160], 160)
+    calls = []
+    G.neighbour_lists(Y, 2, copies=3, check=calls.append)
+    assert calls == [24]
+
+
 @pytest.mark.parametrize("weighting", G.WEIGHTINGS)
 def test_graph_memory_estimate_bounds_the_traced_peak(weighting, memory_trace):
     """8 near-copies of every sample: the mutual ranks look at 4 x 5 x 8 = 160 neighbours per
