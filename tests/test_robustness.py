@@ -330,6 +330,17 @@ def _candidate_case(draw):
          lam0=0.3)
 @example(case=(np.array([1.0, -2.0, 0.5]), np.array([1e-310, 0.0, 1.0]),
                np.array([5e-310, -1e-170, 1.0])), lam0=0.3)
+# Found with a random seed: nu_1 = 5e-324 (the smallest subnormal) against tau_1 = 9.2e-299.
+# The kernel's F was right (exact arithmetic: equal to 2e-16); the reference's F was 3e-4 too
+# large: rho(y, nu) = y_1 nu_1 rounded to a multiple of 5e-324 (y_1 = 1065). F is flat to
+# within its rounding there (ratio term 5.6e23, ulp 6.7e7): y_1 = 1065 and the true minimiser
+# y_1 = 0.97 give the same float F, and the enumeration finds none below the limit at zero.
+@example(case=(np.array([0.0, 1.0]), np.array([0.0, float.fromhex("0x1.ec3719614d45ap-991")]),
+               np.array([0.0, 5e-324])), lam0=0.03)
+# the same with another seed: rho(y, nu) = y_0 nu_0, y_0 ~ 1e-72, nu_0 = 5.9e-248 (subnormal)
+@example(case=(np.array([0.015625, 1.0]), np.array([float.fromhex("0x1.a6694191db749p-822"), 1.0]),
+               np.array([float.fromhex("0x1.a6694191db749p-822"),
+                         float.fromhex("0x0.0000a7c5ac472p-1022")])), lam0=0.03)
 def test_property_candidate_never_above_brute_force(case, lam0):
     q, tau, nu = case
     y, v = candidate_nt(q, tau, nu, lam0, 0.03, safeguard=True)
