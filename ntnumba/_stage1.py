@@ -593,7 +593,7 @@ def _candidate_scalar(q, tau, nu, lam0, lam1, safeguard):
 _FM = {"reassoc", "contract", "nsz", "arcp"}
 
 
-@_internal()
+@_internal(fastmath=False)
 def _t_at(bj, gj, vj, lh, lr):
     """``t_j = b_j - lh g_j + lh r v_j`` at the level ``(h, r)`` (``lh = lam / h``, ``lr = lh r``).
 
@@ -601,7 +601,10 @@ def _t_at(bj, gj, vj, lh, lr):
     Every pass and :func:`_write_a` use this one expression, in the dtype of the arrays with the
     same ``lh``, ``lr`` of that dtype, and without fastmath flags (inlined into a fastmath pass,
     its operations keep their own flags: no contraction or reassociation), so that the returned
-    magnitudes have exactly the support the objective was evaluated on.
+    magnitudes have exactly the support the objective was evaluated on. ``fastmath=False`` is
+    explicit: numba gives a function without it the flags of the caller it is first compiled
+    for (``_fused_pass``'s when a fit ran first, none when ``candidate_nt`` did), so results
+    depended on what the process, or the one that filled the cache, compiled first.
     """
     return bj - lh * gj + lr * vj
 
