@@ -36,7 +36,7 @@ the graph rule keeps it), the fit's seed also the graph's; CA / NMI of ``labels_
 ``initial_labels_``, means over the data sets (points), and the number of sets whose mean went
 up / down by more than 0.05 CA points. Development suite: 24 sets x 5 seeds unless marked
 "1 seed"; check set (``--set check``, 19 sets, never used to choose): 1 seed unless marked.
-On 12 of the 24 development sets and 10 of the 19 check sets a representation rule applies
+On 9 of the 24 development sets and 10 of the 19 check sets a representation rule applies
 and nothing changes. All of them were measured while the graph partition had plain
 similarity weights (before the mutual-rank weights), by development scripts on saved fits that
 the package does not keep, except the runs of ``relabel=1`` itself (the suite's command,
