@@ -324,7 +324,8 @@ def partition(X, n_clusters, p, random_state, verbose=0):
     """
     from ._graph import _Progress, graph_partition
 
-    w, offset, applied = graph_space(X, getattr(p, "representation", "as-is"))
+    representation = getattr(p, "representation", "as-is")
+    w, offset, applied = graph_space(X, representation)
     Xw = X if w is None else np.asarray(X, dtype=np.float64) * w
     if offset is not None:  # few features: the Euclidean graph (module docs, rule 3)
         labels, info = euclidean_partition(Xw, n_clusters, EUCLIDEAN_FACTOR * p.n_neighbors,
@@ -334,7 +335,7 @@ def partition(X, n_clusters, p, random_state, verbose=0):
         labels, info = graph_partition(Xw, n_clusters, n_neighbors=p.n_neighbors,
                                        n_shared=p.n_shared, random_state=random_state,
                                        verbose=verbose, offset=offset)
-        if getattr(p, "representation", "as-is") == "auto":  # module docs, rule 4
+        if representation == "auto":  # module docs, rule 4
             alt = truncated_partition(Xw, n_clusters, p, random_state, verbose)
             if alt is not None:
                 better = fewer_cut(alt[1], info)

@@ -527,12 +527,10 @@ class NTClustering(_NTClustering):
         attrs = {k: v for k, v in vars(self).items() if is_fitted_name(k) and k != "_local_"}
         lazy = [k for k, v in attrs.items() if isinstance(v, da.Array)]
         computed = dict(zip(lazy, dask.compute(*[attrs[k] for k in lazy])))
-        # the computed arrays are new already; the reference rows (up to REFERENCE_SIZE rows)
-        # (private) are shared; everything else is copied
-        keep = list(computed.values())
-        if attrs.get("_fit_X") is not None:
-            keep.append(attrs["_fit_X"])
-        memo = {id(v): v for v in keep}
+        # the computed arrays are new already; the reference rows (up to REFERENCE_SIZE rows,
+        # private) are shared; everything else is copied
+        ref = attrs.get("_fit_X")
+        memo = {} if ref is None else {id(ref): ref}
         attrs = copy.deepcopy({k: v for k, v in attrs.items() if k not in computed}, memo)
         attrs.update(computed)
         local = _NTClustering(**self.get_params())
