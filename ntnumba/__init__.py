@@ -16,8 +16,9 @@ __all__ = ["MemoryUsageWarning", "NTClustering", "datasets", "kernels", "load", 
            "__version__"]
 
 #: name -> (module, attribute or None for the module itself)
-_LAZY = {"MemoryUsageWarning": ("._validation", "MemoryUsageWarning"),
-         "NTClustering": ("._estimator", "NTClustering"), "load": ("._estimator", "load"),
+_LAZY = {"MemoryUsageWarning": (".core.validation", "MemoryUsageWarning"),
+         "NTClustering": (".estimators.clustering", "NTClustering"),
+         "load": (".estimators.clustering", "load"),
          "datasets": (".datasets", None), "kernels": (".kernels", None),
          "metrics": (".metrics", None)}
 

@@ -13,7 +13,7 @@ decided by the exact limit at zero for every candidate.
 """
 import numpy as np
 
-from ._linalg import svd
+from .core.linalg import svd
 
 _MAX_SI = 50
 
@@ -330,7 +330,7 @@ def update_theta_reference(Q, Y, labels, sim, tau, nu, *, lambda0=0.03, lambda_a
 # Stage 3 and the objective
 # --------------------------------------------------------------------------------------------
 def _singular_values(s, c, lambda2, lambda3, lambda4):
-    from ._transform import transform_singular_values
+    from .model.transform import transform_singular_values
     return transform_singular_values(s, c, lambda2, lambda3, lambda4)
 
 

@@ -94,7 +94,7 @@ def machine():
 
 def problem(size, seed=0):
     """(X, y, params, state after one iteration, Q of that state) for a named size."""
-    from . import _driver
+    from .engine import loop as _driver
     from .datasets import load_demo
     n, M, Cd, Cs = SIZES[size]
     X, y = load_demo("32x32" if size == "large" else "paper")
@@ -116,10 +116,10 @@ def problem(size, seed=0):
 def _stage_calls(X, p, st, Q, dtype=np.float64):
     """Callables for Stage 1, 2, 3 and one iteration on (X, state); the inputs of Stages 2
     and 3 are computed once here."""
-    from . import _driver
-    from ._stage1 import assign
-    from ._theta import update_theta
-    from ._transform import assignment_statistics, update_transform
+    from .engine import loop as _driver
+    from .model.stage1 import assign
+    from .model.theta import update_theta
+    from .model.transform import assignment_statistics, update_transform
     Qd = Q.astype(dtype)
     lab, sim, Y, _, det = assign(Q, st.tau, st.nu, p.lambda0, p.lambda1, rule=p.rule,
                                  lambda_a=p.lambda_a, return_details=True)
@@ -258,7 +258,7 @@ def run(size="coil", repeat=5, ref_repeat=1, fit_iter=10, peers=True, memory=Tru
     Timings run with the BLAS thread count the driver uses during a fit
     (``ntnumba._parallel.BLAS_THREADS``), the NumPy reference and the peers included.
     """
-    from . import _driver
+    from .engine import loop as _driver
     with _driver.blas_context():
         return _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scaling,
                     stream)
@@ -266,7 +266,8 @@ def run(size="coil", repeat=5, ref_repeat=1, fit_iter=10, peers=True, memory=Tru
 
 def _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scaling, stream):
     import numba
-    from . import _driver, _parallel
+    from .engine import loop as _driver
+    from .core import parallel as _parallel
     from ._reference import (assign_reference, iterate_reference, update_theta_reference,
                              update_transform_reference)
     from .metrics import clustering_accuracy

@@ -296,7 +296,7 @@ def _scores_line(scores):
 
 # ------------------------------------------------------------------------------ commands
 def _model_from_args(args, verbose):
-    from ._estimator import NTClustering
+    from .estimators.clustering import NTClustering
     return NTClustering(
         args.n_clusters, n_components=args.n_components, n_similarity=args.n_similarity,
         lambda0=args.lambda0, lambda1=args.lambda1, lambda_e=args.lambda_e,
@@ -374,7 +374,7 @@ def cmd_fit(args):
 
 def cmd_predict(args):
     import numpy as np
-    from ._estimator import load
+    from .estimators.clustering import load
     if args.out:
         _check_output(args.out, "--out", _LABEL_EXT)
     model = load(args.model)
@@ -412,7 +412,7 @@ def cmd_demo(args):
     from sklearn.cluster import KMeans
 
     from . import __version__
-    from ._estimator import NTClustering
+    from .estimators.clustering import NTClustering
     from .datasets import load_demo
     from .metrics import evaluate
 
@@ -548,7 +548,7 @@ def _add_data_options(p):
 
 
 def _add_fit_options(p):
-    from ._estimator import ASSIGN_RULES, INITS, NTClustering
+    from .estimators.clustering import ASSIGN_RULES, INITS, NTClustering
     p.add_argument("data", metavar="DATA", help="data file (.mat, .npz, .npy, or a .csv/.tsv/"
                                                 ".txt table)")
     p.add_argument("-k", "--n-clusters", type=_positive_int, required=True, metavar="C",

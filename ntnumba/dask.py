@@ -12,8 +12,8 @@ passes of an iteration. Only sums travel: the Stage-2 per-cluster sums, the Stag
 ``X^T X`` and ``Ybar^T X``, the per-sample scalars of the nu step (``rho(y_i, nu)``) and the
 column sums of its majoriser. The small updates (tau, nu, A) run on the client with the code of
 the in-memory fit, so the result equals the in-memory fit up to rounding (same
-initialisation: see :data:`ntnumba._driver.REFERENCE_SIZE`). The iteration is the driver's
-(:mod:`ntnumba._driver`), the same as in memory; this module only says where the blocks live.
+initialisation: see :data:`ntnumba.engine.loop.REFERENCE_SIZE`). The iteration is the driver's
+(:mod:`ntnumba.engine.loop`), the same as in memory; this module only says where the blocks live.
 
 Failures (``docs/reliability.md``): the blocks are dask futures with their lineage; when a
 worker dies (even in the middle of an iteration) the scheduler recomputes its tasks and the
@@ -40,9 +40,9 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("ntnumba.dask needs dask[array] and distributed: "
                       "python -m pip install 'ntnumba[dask]'") from exc
 
-from ._estimator import NTClustering as _NTClustering
-from ._estimator import is_fitted_name
-from ._stream import _Blocks, check_source, max_abs, read_block, sum_square
+from .estimators.clustering import NTClustering as _NTClustering
+from .estimators.clustering import is_fitted_name
+from .engine.sources import _Blocks, check_source, max_abs, read_block, sum_square
 
 __all__ = ["NTClustering", "DaskBackend", "ClusterError"]
 
@@ -73,7 +73,7 @@ _FOLD_BATCH = 4
 
 def _shipped_bytes(obj):
     """Bytes ``obj`` adds to a task that carries it: its pickle, arrays included (an array's
-    ``nbytes``; any other object, e.g. a :class:`ntnumba._passes.RowIndex` or an estimator,
+    ``nbytes``; any other object, e.g. a :class:`ntnumba.engine.passes.RowIndex` or an estimator,
     pickled once with its arrays' buffers counted, not copied).
 
     Examples
@@ -113,7 +113,7 @@ def _block_arg(obj):
 def _on_worker(fn, n_threads, *args):
     """Run a block function with ``n_threads`` numba threads and one BLAS thread."""
     import numba
-    from ._parallel import blas_limit as _blas_limit
+    from .core.parallel import blas_limit as _blas_limit
     old = numba.get_num_threads()
     numba.set_num_threads(max(1, min(n_threads, numba.config.NUMBA_NUM_THREADS)))
     try:
@@ -178,7 +178,7 @@ def _as_dask(X, name="X"):
 class DaskBackend(_Blocks):
     """Row blocks of a dask array held as futures on a ``dask.distributed`` cluster.
 
-    A row-block source of the driver (:mod:`ntnumba._stream`): ``map(fn, ...)`` submits
+    A row-block source of the driver (:mod:`ntnumba.engine.sources`): ``map(fn, ...)`` submits
     ``fn(X_b, carry_b, *block_args, *common)`` for every block on the worker holding it and
     gathers the (small) results; with ``store`` what the pass stores (the block's ``Y``) stays
     on the worker. ``_gather`` is the one place results come back from the cluster.
@@ -205,7 +205,7 @@ class DaskBackend(_Blocks):
 
     def __init__(self, client, X, timeout=None):
         if timeout is not None:
-            from ._validation import check_scalar
+            from .core.validation import check_scalar
             timeout = check_scalar(timeout, "timeout", low=0.0, low_inclusive=False)
         self.timeout = timeout
         X = _as_dask(X)
@@ -521,7 +521,7 @@ class NTClustering(_NTClustering):
         ...         Client(c):
         ...     local = NTClustering(2, n_components=8, random_state=0).fit(X).to_local()
         >>> type(local).__module__, local.predict(X).shape
-        ('ntnumba._estimator', (40,))
+        ('ntnumba.estimators.clustering', (40,))
         """
         self._local()  # NotFittedError when not fitted
         attrs = {k: v for k, v in vars(self).items() if is_fitted_name(k) and k != "_local_"}

@@ -11,10 +11,10 @@ Stage 3 (linear map):
     :func:`update_transform`, :func:`transform_objective`, :func:`transform_gradient`,
     :func:`transform_statistics`, :func:`transform_singular_values`, :func:`identity_transform`.
 """
-from ._quartic import solve_quartic
-from ._stage1 import adjustment_term, assign, candidate_nt
-from ._theta import prior_up, theta_objective, theta_statistics, update_theta
-from ._transform import (identity_transform, transform_gradient, transform_objective,
+from .model.quartic import solve_quartic
+from .model.stage1 import adjustment_term, assign, candidate_nt
+from .model.theta import prior_up, theta_objective, theta_statistics, update_theta
+from .model.transform import (identity_transform, transform_gradient, transform_objective,
                          transform_singular_values, transform_statistics, update_transform)
 
 __all__ = ["adjustment_term", "assign", "candidate_nt", "identity_transform", "prior_up",

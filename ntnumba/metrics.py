@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._linalg import svd
+from .core.linalg import svd
 
 __all__ = [
     "clustering_accuracy",

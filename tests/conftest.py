@@ -16,11 +16,11 @@ if os.environ.get("CI"):
 @pytest.fixture
 def memory_trace(monkeypatch):
     """``trace(run)`` -> ``(peak, estimates, result)``: the traced peak of ``run()``
-    (tracemalloc) and the bytes its memory checks (``ntnumba._graph.check_memory``, still
+    (tracemalloc) and the bytes its memory checks (``ntnumba.partition.graph.check_memory``, still
     checking) estimated."""
     import tracemalloc
 
-    from ntnumba import _graph
+    from ntnumba.partition import graph as _graph
 
     check = _graph.check_memory
 

@@ -1,4 +1,4 @@
-"""Slow, obvious references of the graph kernels (ntnumba/_graph.py)."""
+"""Slow, obvious references of the graph kernels (ntnumba/partition/graph.py)."""
 import math
 
 import numpy as np

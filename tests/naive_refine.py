@@ -1,4 +1,4 @@
-"""Slow, obvious references of the label refinement (ntnumba/_refine.py)."""
+"""Slow, obvious references of the label refinement (ntnumba/partition/refine.py)."""
 import itertools
 
 import numpy as np

@@ -1,6 +1,6 @@
 """Slow, obvious references for Stage 2 (the theta update), written from the formulas.
 
-rho, sigma come from ``naive.py``. Conventions (as documented in ``ntnumba/_theta.py``): a
+rho, sigma come from ``naive.py``. Conventions (as documented in ``ntnumba/model/theta.py``): a
 sample with rho(y_i, nu_j2(i)) = 0 has no ratio term; the prior term of a parameter is the min
 over the pairs (tau', nu*) of OTHER parameters with rho(y, nu*) > 0, and 0 if there is none.
 Nothing here imports the code under test.

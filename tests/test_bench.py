@@ -12,7 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from ntnumba import _driver, _reference
+from ntnumba import _reference
+from ntnumba.engine import loop as _driver
 from ntnumba.kernels import assign, update_theta
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -192,7 +192,7 @@ def test_chunked_fit_beyond_the_reference_set_predicts_its_labels(X, monkeypatch
     """fit(X, chunk_size) with more samples than the graph's reference set: the samples outside
     it get the final model's vote, so predict(X) == labels_ there too (before: the vote of
     the initial map, which disagreed on 1.4% of 700 such samples)."""
-    from ntnumba import _driver
+    from ntnumba.engine import loop as _driver
     monkeypatch.setattr(_driver, "REFERENCE_SIZE", 30)
     model = NTClustering(3, n_components=24, random_state=0).fit(X, chunk_size=40)
     assert model._fit_X.shape[0] == 30

@@ -20,7 +20,7 @@ from test_stream import _assert_same_fit, _blobs  # noqa: E402
 
 @pytest.fixture(scope="module")
 def client():
-    from ntnumba import dask as nd   # noqa: F401 - fail here, not in the workers
+    from ntnumba import dask as nd  # noqa: F401 - fail here, not in the workers
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                        host="127.0.0.1", dashboard_address=None)
     client = distributed.Client(cluster)
@@ -233,7 +233,7 @@ def test_dask_repeated_and_near_duplicate_samples(client, monkeypatch):
     process) and the vote of the other rows (on the workers)."""
     from sklearn.metrics import adjusted_rand_score as ari
 
-    from ntnumba import _driver
+    from ntnumba.engine import loop as _driver
     from ntnumba.dask import NTClustering as DaskNT
     from test_duplicates_blocks import ARI_TOL, coil5, tiled_with_noise
     X, y = coil5()
@@ -258,7 +258,7 @@ def test_shared_pass_arguments_are_scattered_once(client, monkeypatch):
     threshold)."""
     import pickle
 
-    from ntnumba import _driver
+    from ntnumba.engine import loop as _driver
     from ntnumba.dask import _SCATTER_BYTES
     from ntnumba.dask import NTClustering as DaskNT
     monkeypatch.setattr(_driver, "REFERENCE_SIZE", 200)   # 200 x 64 float64 rows: 100 kB
@@ -326,7 +326,8 @@ def test_to_local_has_every_row_as_the_in_memory_fit(client, monkeypatch, tmp_pa
     """With a reference sample (more rows than REFERENCE_SIZE), the model of to_local() and
     its file hold labels_ and the other per-row arrays of every training row, as the Dask
     model and the in-memory chunked fit do (they held the reference sample's)."""
-    from ntnumba import _driver, load
+    from ntnumba import load
+    from ntnumba.engine import loop as _driver
     from ntnumba.dask import NTClustering as DaskNT
     monkeypatch.setattr(_driver, "REFERENCE_SIZE", 200)
     rng = np.random.default_rng(0)

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
-from ntnumba import NTClustering, _driver
-from ntnumba._stream import LocalBackend
+from ntnumba import NTClustering
+from ntnumba.engine import loop as _driver
+from ntnumba.engine.sources import LocalBackend
 from ntnumba.datasets import load_demo
 
 #: quality on repeated data equals quality on the data itself within this ARI
@@ -115,12 +116,12 @@ def test_copies_of_reference_rows_take_their_scores(monkeypatch, chunk_size):
 
 
 def test_row_index_matches_the_obvious_search():
-    """:class:`ntnumba._passes.RowIndex`, sorted once and searched by several blocks, finds
+    """:class:`ntnumba.engine.passes.RowIndex`, sorted once and searched by several blocks, finds
     the first reference row equal byte for byte (a row repeated in the reference, -0.0 against
     0.0, another dtype or width: no match)."""
     import naive_graph
 
-    from ntnumba import _passes
+    from ntnumba.engine import passes as _passes
 
     rng = np.random.default_rng(4)
     ref = rng.integers(-2, 3, (40, 3)).astype(np.float64)   # many equal rows
@@ -146,7 +147,7 @@ def test_vote_sorts_the_reference_rows_once(monkeypatch, chunk_size):
     predict) on data with exact copies of reference rows."""
     import naive_graph
 
-    from ntnumba import _passes
+    from ntnumba.engine import passes as _passes
 
     monkeypatch.setattr(_driver, "REFERENCE_SIZE", 60)
     rng = np.random.default_rng(0)

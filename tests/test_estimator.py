@@ -5,7 +5,8 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from ntnumba import NTClustering
-from ntnumba import _driver, _passes
+from ntnumba.engine import loop as _driver
+from ntnumba.engine import passes as _passes
 
 SMALL = dict(n_components=24, max_iter=15)
 

@@ -1,4 +1,4 @@
-"""The graph assignment (ntnumba/_graph.py) and its use in NTClustering."""
+"""The graph assignment (ntnumba/partition/graph.py) and its use in NTClustering."""
 import numpy as np
 import pytest
 from scipy import sparse
@@ -7,8 +7,10 @@ from sklearn.model_selection import cross_validate
 
 import naive
 import naive_graph
-from ntnumba import MemoryUsageWarning, NTClustering, _driver, _parallel
-from ntnumba import _graph as G
+from ntnumba import MemoryUsageWarning, NTClustering
+from ntnumba.engine import loop as _driver
+from ntnumba.core import parallel as _parallel
+from ntnumba.partition import graph as G
 
 
 def _planted(seed, C=4, n_per=40, N=30, shared=2, amp=8.0, noise=0.4):
@@ -457,7 +459,7 @@ def test_memory_warning_is_shown_by_the_default_filters(tmp_path):
     import sys
 
     script = tmp_path / "fit_near_the_limit.py"
-    script.write_text("from ntnumba import _graph\n"
+    script.write_text("from ntnumba.partition import graph as _graph\n"
                       "_graph._available_memory = lambda: 3 * 2**30\n"
                       "_graph.check_memory(2 * 2**30, 'the k-NN graph')\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
@@ -564,7 +566,7 @@ def test_shared_directions_match_svd(shape):
 
 def test_in_memory_fit_over_blocks_equals_one_block(monkeypatch):
     """Above MEMORY_BUDGET fit(X) runs over blocks of rows: the same fit as one block."""
-    from ntnumba import _stream
+    from ntnumba.engine import sources as _stream
     X, _ = _planted(7, n_per=30)
     kw = dict(n_components=40, max_iter=2, tol=0.0, random_state=0)
     want = NTClustering(4, **kw).fit(X)

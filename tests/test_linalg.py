@@ -1,4 +1,4 @@
-"""The one SVD of the package (ntnumba/_linalg.py) and its callers when LAPACK's gesdd fails.
+"""The one SVD of the package (ntnumba/core/linalg.py) and its callers when LAPACK's gesdd fails.
 
 gesdd can report non-convergence on a finite, well-conditioned matrix with a tight cluster of
 singular values (single-threaded OpenBLAS 0.3.30/0.3.31, a fit on orl-20); no small matrix that
@@ -9,7 +9,10 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from ntnumba import _graph, _linalg, _reference, _transform, metrics
+from ntnumba import _reference, metrics
+from ntnumba.partition import graph as _graph
+from ntnumba.core import linalg as _linalg
+from ntnumba.model import transform as _transform
 
 
 class _FailingGesdd:

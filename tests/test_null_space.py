@@ -3,7 +3,7 @@
 There the objective does not see ``A`` (it is invariant under ``A -> A R`` for orthogonal ``R``
 fixing the span of the data), and an exact step on a rank-deficient target ``B`` may complete
 its null space any way it likes. The completion from the anchor (the current map,
-``ntnumba._transform._anchored_null``) makes it a function of ``B`` and the anchor only, so
+``ntnumba.model.transform._anchored_null``) makes it a function of ``B`` and the anchor only, so
 that fits whose block sums round differently (in memory, ``chunk_size``, Dask) give the same
 ``components_``, also outside the span. Reference: ``tests/naive_transform.py``
 (``closed_form_anchored``, full SVDs).
@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import naive_transform as nv
 from ntnumba import NTClustering
-from ntnumba import _transform
-from ntnumba._transform import _closed_form
+from ntnumba.model import transform as _transform
+from ntnumba.model.transform import _closed_form
 
 from test_stream import _blobs
 
@@ -151,7 +151,7 @@ def test_anchored_completion_survives_gesdd_failure(monkeypatch, route, curv):
 
 
 def test_svd_fallback_does_not_hide_non_finite_input(monkeypatch):
-    from ntnumba._transform import _svd
+    from ntnumba.model.transform import _svd
     A = np.ones((5, 3))
     A[2, 1] = np.nan
     _gesdd_fails.calls = 0

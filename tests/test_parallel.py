@@ -1,4 +1,4 @@
-"""The process's threads: block scheduling and the row-split products (ntnumba/_parallel.py)."""
+"""The process's threads: block scheduling and the row-split products (ntnumba/core/parallel.py)."""
 import functools
 import threading
 
@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from numba import njit
 
-from ntnumba import _parallel, _stage1
-from ntnumba._parallel import blas_limit, matmul, run_blocks
+from ntnumba.core import parallel as _parallel
+from ntnumba.model import stage1 as _stage1
+from ntnumba.core.parallel import blas_limit, matmul, run_blocks
 
 
 @pytest.mark.parametrize("nthreads", [1, 2, 3, 8])
@@ -457,7 +458,8 @@ def test_no_fastmath_loop_both_stores_and_sums():
     # loop that only adds elementwise are fine).
     import re
 
-    from ntnumba import NTClustering, _theta
+    from ntnumba import NTClustering
+    from ntnumba.model import theta as _theta
     X = np.random.default_rng(0).standard_normal((40, 4))
     for dtype in (np.float32, np.float64):  # compiles (or loads) the entry kernels of both dtypes
         NTClustering(2, n_components=8, max_iter=2, random_state=0).fit(X.astype(dtype))

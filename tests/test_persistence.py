@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import ntnumba
-from ntnumba import NTClustering, _persistence
+from ntnumba import NTClustering
+from ntnumba.io import persistence as _persistence
 
 
 def _data(seed=0, n_per=12, N=5):
@@ -157,7 +158,7 @@ def test_loaded_model_warm_starts(model, X, tmp_path):
 def test_round_trip_reference_sample(X, tmp_path, monkeypatch):
     """A graph fit whose reference set is a sample of the rows (more than ``REFERENCE_SIZE``):
     every row's labels and scores kept, and a warm start continues on the same sample."""
-    from ntnumba import _driver
+    from ntnumba.engine import loop as _driver
     monkeypatch.setattr(_driver, "REFERENCE_SIZE", 20)
     m = NTClustering(3, n_components=10, max_iter=1, random_state=0).fit(X, chunk_size=10)
     assert m._ref_rows() is not None and m.labels_.shape == (len(X),)

@@ -1,13 +1,14 @@
-"""Label refinement (ntnumba/_refine.py): the partition recomputed on the learned map."""
+"""Label refinement (ntnumba/partition/refine.py): the partition recomputed on the learned map."""
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
 import naive_refine
-from ntnumba import NTClustering, _driver
-from ntnumba._graph import graph_partition
-from ntnumba import _refine as R
+from ntnumba import NTClustering
+from ntnumba.engine import loop as _driver
+from ntnumba.partition.graph import graph_partition
+from ntnumba.partition import refine as R
 from ntnumba.metrics import clustering_accuracy
 
 
@@ -46,8 +47,8 @@ def test_refine_partitions_the_coassociation_graph(monkeypatch, copies):
     partition, both partitions' co-association on the sum of the graphs, its partition. The
     expected graphs, partitions and weights are computed here from the inputs."""
     import naive_graph
-    from ntnumba._graph import RANK_LISTS, cluster_qr, graph_rows, shared_directions
-    from ntnumba._graph import spectral_embedding
+    from ntnumba.partition.graph import RANK_LISTS, cluster_qr, graph_rows, shared_directions
+    from ntnumba.partition.graph import spectral_embedding
 
     X, y, wrong = _planted(0)
     rng = np.random.default_rng(5)
@@ -182,7 +183,7 @@ def test_normalised_cut_matches_naive(seed):
 
 
 def test_refine_skips_data_the_representation_rules_change():
-    from ntnumba._graph import shared_directions
+    from ntnumba.partition.graph import shared_directions
 
     X, y, wrong = _planted(0)
     p = _driver.Params(3, 60)
@@ -210,7 +211,7 @@ def test_within_rows_matches_naive(n):
 def test_relabel_with_a_reference_sample(monkeypatch):
     """Above the reference size the new partition is that of the reference rows, the other
     rows voted against it; predict on the training rows gives labels_."""
-    from ntnumba import _select
+    from ntnumba.partition import select as _select
 
     X, y, _ = _planted(4, n_per=40, n_wrong=0)
     monkeypatch.setattr(_driver, "REFERENCE_SIZE", 70)
@@ -248,7 +249,7 @@ def test_refine_steps_check_their_memory(step, monkeypatch, memory_trace):
     memory check: the estimate bounds the traced peak (8 near-copies of every sample: the
     data's lists are 4 k 8 long), and too little memory stops the step with a MemoryError
     that names the option doing without it."""
-    from ntnumba import _graph as G
+    from ntnumba.partition import graph as G
 
     rng = np.random.default_rng(0)
     base = 3 * rng.standard_normal((4, 30))[np.arange(100) % 4] + rng.standard_normal((100, 30))
@@ -325,7 +326,7 @@ def test_metric_rows_distances_are_those_of_the_map(shape):
 def test_prototype_refine_decides_by_the_coarse_cut(seed, moved):
     """The judge: the cuts of the mutual-rank graph (the graph partition's weights) of
     ``COARSE * n_neighbors`` neighbours, by the dense reference."""
-    from ntnumba._graph import RANK_LISTS
+    from ntnumba.partition.graph import RANK_LISTS
 
     X, y = _touching_blobs(seed, n_per=15)
     p = _driver.Params(3, 2, n_neighbors=2)
@@ -365,7 +366,7 @@ def test_prototype_refine_rejects_the_nearest_means_on_images():
     partition (CA 0.83) cuts a coarse graph with plain similarity weights less (cut ratio
     0.76: the judge before, which replaced the graph partition of COIL-20, CA 86.5 -> 74.7),
     but not the coarse graph with the partition's own mutual-rank weights: rejected."""
-    from ntnumba._graph import RANK_LISTS, graph_rows
+    from ntnumba.partition.graph import RANK_LISTS, graph_rows
     from ntnumba.datasets import load_demo
 
     X, y = load_demo()
@@ -397,7 +398,7 @@ def _prototype_case():
     """Four overlapping Gaussian blobs in 20 features (the angular graph): the prototype step
     is kept (10 samples move; CA 0.96 -> 0.987) from the partition of the rows themselves
     (``representation="as-is"``; "auto" starts it from the partition of their 16 leading
-    principal directions, CA 0.973, ntnumba/_select.py rule 4)."""
+    principal directions, CA 0.973, ntnumba/partition/select.py rule 4)."""
     from sklearn.datasets import make_blobs
 
     return make_blobs(300, n_features=20, centers=4, cluster_std=6.0, random_state=2)
@@ -420,7 +421,7 @@ def test_estimator_prototypes_same_on_repeated_data():
 def test_prototype_refine_keeps_a_partition_the_coarse_graph_prefers():
     """Two concentric rings: nearest means cut both rings in half, the coarse graph of the
     rings keeps the partition into rings."""
-    from ntnumba import _select
+    from ntnumba.partition import select as _select
 
     rng = np.random.default_rng(0)
     t = rng.uniform(0, 2 * np.pi, 200)
@@ -439,7 +440,7 @@ def test_estimator_prototypes_repairs_a_split_cluster_and_keeps_initial_labels(m
     """A graph partition with a quarter of the samples in the wrong cluster: the prototype
     step repairs it (the coarse graph agrees), ``initial_labels_`` keeps the start,
     ``predict`` gives ``labels_``; later iterations fit the new partition."""
-    from ntnumba import _select
+    from ntnumba.partition import select as _select
 
     X, y = _touching_blobs(3, n_per=40, d=3, spread=4.0)
     real = _select.partition
@@ -563,7 +564,8 @@ def test_fit_vote_and_predict_vote_agree(monkeypatch, case):
     the vote computed from the fitted state by hand (the representation rules included)."""
     import naive_graph
 
-    from ntnumba import _graph, _select
+    from ntnumba.partition import graph as _graph
+    from ntnumba.partition import select as _select
 
     rng = np.random.default_rng(5)
     y = np.repeat(np.arange(3), 40)

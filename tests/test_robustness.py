@@ -496,8 +496,8 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     import numpy as np
     import ntnumba
-    from ntnumba import NTClustering    # the usual first use: imports the kernels lazily
-    from ntnumba import _quartic
+    from ntnumba import NTClustering  # the usual first use: imports the kernels lazily
+    from ntnumba.model import quartic as _quartic
     from ntnumba.kernels import solve_quartic
     roots = [solve_quartic([1.0, 0.0, -5.0, 0.0, 4.0]).tolist() for _ in range(2)]
 mine = [w for w in caught if "cache" in str(w.message)]
@@ -539,7 +539,9 @@ def test_a_full_or_unwritable_numba_cache_degrades_to_memory_with_one_warning(
 
 def test_every_kernel_cache_is_guarded():
     from numba.core.dispatcher import Dispatcher
-    from ntnumba import _quartic, _stage1, _theta
+    from ntnumba.model import quartic as _quartic
+    from ntnumba.model import stage1 as _stage1
+    from ntnumba.model import theta as _theta
     if not _quartic.CACHE:
         pytest.skip("numba cache disabled on this machine")
     kernels = [v for m in (_quartic, _stage1, _theta) for v in vars(m).values()
@@ -553,7 +555,7 @@ def test_every_kernel_cache_is_guarded():
 
 def test_a_failing_cache_save_keeps_the_kernel_and_warns_once(monkeypatch):
     import errno
-    from ntnumba import _cache
+    from ntnumba.core import cache as _cache
 
     class Cache:
         _cache_path = "/full/disk"
@@ -575,7 +577,7 @@ def test_a_failing_cache_save_keeps_the_kernel_and_warns_once(monkeypatch):
     cache_b = b._cache
     with pytest.warns(RuntimeWarning, match=r"/full/disk cannot be used .*No space left") as rec:
         a._cache.save_overload("sig", "data")
-    assert [w.filename for w in rec] == [__file__]   # the caller's line, not ntnumba._cache
+    assert [w.filename for w in rec] == [__file__]   # the caller's line, not ntnumba.core.cache
     assert type(a._cache).__name__ == type(b._cache).__name__ == "NullCache"
     import warnings
     with warnings.catch_warnings():
@@ -589,7 +591,7 @@ def test_gram_polar_factor_at_extreme_scales(scale):
     k x k Gram matrix: equal to the SVD's polar factor ``U W^T`` (of the unscaled matrix) where
     ``Z^T Z`` would overflow (1e+160) or fall into the subnormal range (1e-160); non-finite
     ``Z``: None (the caller's SVD)."""
-    from ntnumba._transform import _polar_gram
+    from ntnumba.model.transform import _polar_gram
     rng = np.random.default_rng(0)
     Z = rng.standard_normal((40, 8)) @ np.diag(np.linspace(1.0, 3.0, 8))
     U, _, Wt = np.linalg.svd(Z, full_matrices=False)

@@ -1,4 +1,4 @@
-"""The graph rule's label-free representation rules (ntnumba/_select.py)."""
+"""The graph rule's label-free representation rules (ntnumba/partition/select.py)."""
 from types import SimpleNamespace
 
 import numpy as np
@@ -10,8 +10,8 @@ from sklearn.preprocessing import StandardScaler
 
 import naive_graph
 from ntnumba import NTClustering
-from ntnumba._graph import DEFAULT_SHARED, graph_partition, principal_coordinates
-from ntnumba._select import (TRUNCATE_FACTOR, constant_coordinate, euclidean_graph,
+from ntnumba.partition.graph import DEFAULT_SHARED, graph_partition, principal_coordinates
+from ntnumba.partition.select import (TRUNCATE_FACTOR, constant_coordinate, euclidean_graph,
                              euclidean_partition, feature_weights, partition,
                              truncated_partition)
 
@@ -114,7 +114,7 @@ def test_few_features_use_the_euclidean_graph(monkeypatch):
     assert adjusted_rand_score(y, model.labels_) > 0.6
     np.testing.assert_array_equal(model.predict(X), model.labels_)
     # only for few features, and not with representation="as-is"
-    from ntnumba import _select
+    from ntnumba.partition import select as _select
 
     def fail(*args, **kwargs):
         raise AssertionError("Euclidean graph used")
@@ -206,8 +206,8 @@ def test_truncated_rows_count_each_distinct_row_once():
 def test_truncated_rows_need_a_cut_lower_by_the_margin(monkeypatch, share, kept):
     """A truncated cut lower by 1% than the rows' cut is not kept, lower by 3% is (the 2%
     margin, TRUNCATE_MARGIN): by fewer_cut and through partition's choice."""
-    import ntnumba._graph as G
-    import ntnumba._select as S
+    import ntnumba.partition.graph as G
+    import ntnumba.partition.select as S
 
     rows = {"n_shared": 2, "ncut": {0: 0.5, 2: 0.4}, "mean": np.zeros(20), "V": np.zeros((2, 20))}
     alt = {"n_shared": 0, "ncut": {0: share * 0.4}, "mean": np.zeros(20), "V": np.zeros((0, 20)),

@@ -4,7 +4,7 @@ import pytest
 from numba import njit
 
 import naive
-from ntnumba import _stage1
+from ntnumba.model import stage1 as _stage1
 from ntnumba.kernels import assign, candidate_nt, solve_quartic
 
 LAM = 0.03  # the paper's lambda0 = lambda1
@@ -391,7 +391,7 @@ def test_assign_prune_equals_full_evaluation(case, dtype):
 
 
 def _stage1_mod():
-    from ntnumba import _stage1
+    from ntnumba.model import stage1 as _stage1
     return _stage1
 
 
@@ -417,10 +417,10 @@ def test_assign_argument_errors():
 
 def test_kernel_cache_is_purged_when_a_kernel_module_changes(tmp_path, monkeypatch):
     # numba invalidates a cached kernel only when its own file changes; the package stamps
-    # the cache with a hash of _quartic, _stage1 and _theta and drops their files otherwise
-    from ntnumba import _quartic
-    names = ["_stage1._assign_kernel-700.py311.nbi", "_stage1._assign_kernel-700.py311.1.nbc",
-             "_theta._group_sums-180.py311.nbi", "_quartic._poly4-1.py311.1.nbc",
+    # the cache with a hash of quartic, stage1 and theta and drops their files otherwise
+    from ntnumba.model import quartic as _quartic
+    names = ["stage1._assign_kernel-700.py311.nbi", "stage1._assign_kernel-700.py311.1.nbc",
+             "theta._group_sums-180.py311.nbi", "quartic._poly4-1.py311.1.nbc",
              "other._f-1.py311.nbi", "unrelated.txt"]
     for n in names:
         (tmp_path / n).write_text("x")
@@ -443,20 +443,21 @@ def test_assignment_kernel_is_cacheable():
     # the kernel was one): then every process would compile it again (~5-10 s per dtype)
     import glob
     import os
-    from ntnumba import _quartic, _stage1
+    from ntnumba.model import quartic as _quartic
+    from ntnumba.model import stage1 as _stage1
     if not _quartic.CACHE:
         pytest.skip("numba cache disabled on this machine")
     rng = np.random.default_rng(0)
     assign(rng.standard_normal((5, 8)), rng.standard_normal((2, 8)), rng.standard_normal((2, 8)),
            0.03, 0.03)
     path = _stage1._assign_rows._cache._cache_path
-    assert glob.glob(os.path.join(path, "_stage1._assign_rows-*.nbi"))
+    assert glob.glob(os.path.join(path, "stage1._assign_rows-*.nbi"))
 
 
 def test_assignment_blocks_on_threads_equal_one_block():
     # _assign_kernel cuts the samples into blocks taken by Python threads: any number of
     # threads gives the same arrays as one block on one thread (and both match candidate_nt)
-    from ntnumba import _stage1
+    from ntnumba.model import stage1 as _stage1
     rng = np.random.default_rng(11)
     Q = 1.5 * rng.standard_normal((37, 24))
     tau, nu = rng.standard_normal((3, 24)), rng.standard_normal((3, 24))
@@ -521,7 +522,7 @@ def test_samples_left_by_the_fast_kernel_equal_the_generic_kernel(monkeypatch):
     # _assign_rows without the safeguard's code leaves the samples with a candidate SI+ does
     # not settle to its generic version; every output equals the generic version run on every
     # sample
-    from ntnumba import _stage1
+    from ntnumba.model import stage1 as _stage1
     rng = np.random.default_rng(1)
     n, M, Cd, Cs = 40, 12, 3, 2
     tau, nu = 2.0 * rng.standard_normal((Cd, M)), rng.standard_normal((Cs, M))
@@ -558,18 +559,19 @@ def test_default_fit_compiles_each_kernel_once_and_no_safeguard():
         "from sklearn.datasets import make_blobs\n"
         "X, _ = make_blobs(200, n_features=8, centers=3, random_state=0)\n"
         "ntnumba.NTClustering(3, random_state=0, max_iter=2).fit(X)\n"
-        "for m in pkgutil.iter_modules(ntnumba.__path__):\n"
-        "    mod = importlib.import_module('ntnumba.' + m.name)\n"
+        "for m in pkgutil.walk_packages(ntnumba.__path__, 'ntnumba.'):\n"
+        "    mod = importlib.import_module(m.name)\n"
         "    for k, v in vars(mod).items():\n"
         "        if isinstance(v, Dispatcher) and v.__module__ == mod.__name__:\n"
         "            print(mod.__name__ + '.' + k, len(v.signatures))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     counts = {k: int(v) for k, v in (line.split() for line in out.splitlines())}
-    assert counts["ntnumba._stage1._assign_rows"] == 1
-    assert counts["ntnumba._theta._tau_kernel"] == 1
+    assert counts["ntnumba.model.stage1._assign_rows"] == 1
+    assert counts["ntnumba.model.theta._tau_kernel"] == 1
     assert {k: c for k, c in counts.items() if c > 1} == {}
-    for name in ("_stage1._solve_ratio", "_stage1._safeguard", "_stage1._inner_fixed_h"):
+    for name in ("model.stage1._solve_ratio", "model.stage1._safeguard",
+                 "model.stage1._inner_fixed_h"):
         assert counts["ntnumba." + name] == 0, name
 
 

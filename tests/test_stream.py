@@ -14,8 +14,8 @@ import pytest
 from sklearn.metrics import adjusted_rand_score
 
 from ntnumba import NTClustering
-from ntnumba import _driver
-from ntnumba._stage1 import assign
+from ntnumba.engine import loop as _driver
+from ntnumba.model.stage1 import assign
 
 PARAM_RTOL = 1e-6
 OBJ_RTOL = 1e-7
@@ -314,7 +314,7 @@ def test_chunked_warm_start_equals_one_fit(kw):
 def test_warm_start_beyond_the_reference_set_equals_one_fit(chunk_size, monkeypatch):
     """A graph fit of more rows than its reference sample continues with warm_start (it
     raised a shape mismatch: the previous labels of every row taken for the reference's)."""
-    from ntnumba import _driver
+    from ntnumba.engine import loop as _driver
     monkeypatch.setattr(_driver, "REFERENCE_SIZE", 40)
     X, _ = _blobs()
     kw = dict(n_components=24, random_state=0, tol=0.0)
@@ -328,7 +328,7 @@ def test_warm_start_beyond_the_reference_set_equals_one_fit(chunk_size, monkeypa
 def test_partial_fit_does_not_relabel(monkeypatch):
     """partial_fit with relabel: no relabel step (it put the first chunk's labels on later
     chunks, or raised on a longer chunk), even where a new partition would be kept."""
-    from ntnumba import _refine
+    from ntnumba.partition import refine as _refine
 
     def always_new(X, Q, labels, p, random_state, n_shared=0, verbose=0):
         return (np.asarray(labels) + 1) % p.n_clusters, {"cuts": (1.0, 0.0)}
@@ -389,7 +389,7 @@ def test_reference_sample_does_not_depend_on_row_order(monkeypatch):
 def test_graph_partition_of_every_path_applies_the_representation_rules(monkeypatch, chunk_size):
     """A partition the driver makes after the initialisation (assign="graph" with another
     init) goes through the same representation rules as init="graph", in memory and chunked."""
-    from ntnumba import _select
+    from ntnumba.partition import select as _select
     calls = []
     real = _select.partition
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import naive_theta as nt
-from ntnumba._theta import (TAU_DATA, TAU_KEPT, MemberRows, _cubic_root, _NuProblem, prior_up,
+from ntnumba.model.theta import (TAU_DATA, TAU_KEPT, MemberRows, _cubic_root, _NuProblem, prior_up,
                             theta_objective, theta_statistics, update_theta)
 
 PAPER = dict(lambda0=0.03, lambda_a=1.0, lambda_e=0.001)
@@ -410,7 +410,7 @@ def test_argument_errors():
 def test_serial_row_kernels_match_the_parallel_ones_and_a_reference():
     # the nu steps use serial twins of the row kernels for small calls (_rows_kernels): same
     # values as the parallel kernels (bit for bit) and as a plain NumPy reference
-    from ntnumba import _theta as th
+    from ntnumba.model import theta as th
     rng = np.random.default_rng(3)
     n, M = 37, 600   # M > 2 column blocks of the colsum kernels
     for dt in (np.float64, np.float32):
@@ -450,7 +450,7 @@ def test_serial_row_kernels_match_the_parallel_ones_and_a_reference():
 def test_clusters_left_by_the_fast_tau_kernel_equal_the_generic_kernel(monkeypatch):
     # _tau_kernel without the safeguard's code leaves a cluster whose prior problems SI+ does
     # not settle to its generic version; the result equals the generic version on every cluster
-    from ntnumba import _theta
+    from ntnumba.model import theta as _theta
     Q, Y, lab, sim, tau, nu = _problem(0)
     kernel = _theta._tau_kernel
     calls = []

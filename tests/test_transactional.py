@@ -11,7 +11,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from ntnumba import NTClustering, _driver, _passes
+from ntnumba import NTClustering
+from ntnumba.engine import loop as _driver
+from ntnumba.engine import passes as _passes
 
 from test_stream import _blobs
 

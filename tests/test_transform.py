@@ -11,8 +11,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import naive_transform as nv
-from ntnumba import _transform
-from ntnumba._transform import (
+from ntnumba.model import transform as _transform
+from ntnumba.model.transform import (
     _closed_form,
     identity_transform,
     transform_gradient,

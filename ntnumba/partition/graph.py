@@ -19,7 +19,7 @@ Extended Yale B (one seed; the last two tie there, the square was kept for USPS 
 development suite, 0.70 -> 0.81, which is therefore not held out for this choice).
 
 Pipeline, on the rows ``X`` (the scaled samples, with the representation rules of
-:mod:`ntnumba._select` applied):
+:mod:`ntnumba.partition.select` applied):
 
 1. **Shared component.** ``X`` is centred and its ``r`` leading principal directions are
    projected out. They are the directions shared by all clusters (on Extended Yale B the
@@ -50,7 +50,7 @@ Pipeline, on the rows ``X`` (the scaled samples, with the representation rules o
 
 Edge weights, measured (one seed of the graph partition; CA / NMI %; the 16 sets of more than
 16 features of the development suite, ``docs/dev_results.md``; the other 8 take the Euclidean
-graph of :mod:`ntnumba._select` and do not change). Plain weights: at or above KMeans on CA
+graph of :mod:`ntnumba.partition.select` and do not change). Plain weights: at or above KMeans on CA
 and NMI on 13, at or above the best peer on 10, mean CA 80.36, NMI 80.95. Mutual rank (the
 default): 14 and 11, mean 81.23 / 83.39; MNIST 52.3 / 55.7 -> 60.4 / 64.5 (above KMeans),
 Yale B unbalanced 64.6 -> 71.1 CA, COIL-20 83.9 / 94.4 -> 85.2 / 96.0, breast_cancer
@@ -109,7 +109,7 @@ fit.
 
 Limits: the similarity depends on the angle between samples, not on their norms; that suits
 high-dimensional data (images: the paper's data sets) and not data of very few features (the
-constant coordinate of :mod:`ntnumba._select` brings the distance back there).
+constant coordinate of :mod:`ntnumba.partition.select` brings the distance back there).
 
 Cost: ``O(n^2 N)`` multiply-adds for the first candidate ``r`` (exact blocked search in
 float32) and as many for all the others together (:func:`knn_candidates`: one float64 product
@@ -129,10 +129,10 @@ from scipy import sparse
 from scipy.linalg import eigh, qr
 from scipy.sparse.linalg import eigsh
 
-from . import _parallel
-from ._linalg import svd
-from ._parallel import run_blocks, run_ranges
-from ._quartic import CACHE
+from ..core import parallel
+from ..core.linalg import svd
+from ..core.parallel import run_blocks, run_ranges
+from ..model.quartic import CACHE
 
 #: candidate numbers of shared principal directions tried by default
 DEFAULT_SHARED = (0, 1, 2, 4, 8, 16)
@@ -147,8 +147,8 @@ _ROWS = 512  # rows per block of the n x N updates (remove_shared)
 
 
 def _blas_policy():
-    """The fit's BLAS thread policy (``ntnumba._parallel.blas_context``) around a graph step."""
-    return _parallel.blas_context()
+    """The fit's BLAS thread policy (``ntnumba.core.parallel.blas_context``) around a graph step."""
+    return parallel.blas_context()
 
 
 class _Progress:
@@ -183,8 +183,8 @@ def _available_memory():
 def check_memory(nbytes, what):
     """Raise MemoryError when ``nbytes`` exceed the available memory, warn above half of it
     (a :class:`ntnumba.MemoryUsageWarning` at the user's call,
-    :func:`ntnumba._validation.user_stacklevel`)."""
-    from ._validation import MemoryUsageWarning, user_stacklevel
+    :func:`ntnumba.core.validation.user_stacklevel`)."""
+    from ..core.validation import MemoryUsageWarning, user_stacklevel
 
     avail = _available_memory()
     if avail is None:
@@ -235,7 +235,7 @@ def shared_directions(X, r, *, return_sv=False):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._graph import shared_directions
+    >>> from ntnumba.partition.graph import shared_directions
     >>> X = np.random.default_rng(0).standard_normal((100, 5)) * [9.0, 1.0, 1.0, 1.0, 1.0]
     >>> mean, V = shared_directions(X, 1)
     >>> np.round(np.abs(V), 1)
@@ -293,7 +293,7 @@ def principal_coordinates(X, d):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._graph import principal_coordinates
+    >>> from ntnumba.partition.graph import principal_coordinates
     >>> X = np.random.default_rng(0).standard_normal((100, 5)) * [9.0, 3.0, 1.0, 1.0, 1.0]
     >>> Z, mean, P = principal_coordinates(X, 2)
     >>> Z.shape, np.round(np.abs(P), 1).tolist()
@@ -328,14 +328,14 @@ def remove_shared(X, mean, V, *, return_coef=False):
 def graph_rows(X, mean, V, offset=None, weights=None):
     """The rows the graph compares: weighted, centred, shared directions removed (float64).
 
-    ``weights`` (optional, (N,)): multiply the features first (:mod:`ntnumba._select`);
+    ``weights`` (optional, (N,)): multiply the features first (:mod:`ntnumba.partition.select`);
     ``offset`` (optional, a number): appended to every row as one more, constant coordinate
-    (the few-features rule of :mod:`ntnumba._select`; shape (n, N + 1) then).
+    (the few-features rule of :mod:`ntnumba.partition.select`; shape (n, N + 1) then).
 
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._graph import graph_rows
+    >>> from ntnumba.partition.graph import graph_rows
     >>> graph_rows(np.array([[1.0, 2.0], [3.0, 2.0]]), np.array([2.0, 2.0]), np.zeros((0, 2)),
     ...            offset=5.0).tolist()
     [[-1.0, 0.0, 5.0], [1.0, 0.0, 5.0]]
@@ -362,7 +362,7 @@ def arccos_kernel(c):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._graph import arccos_kernel
+    >>> from ntnumba.partition.graph import arccos_kernel
     >>> np.round(arccos_kernel(np.array([1.0, 0.0, -1.0])), 4).tolist()
     [1.0, 0.3183, 0.0]
     """
@@ -575,7 +575,7 @@ def knn_candidates(X, mean, V, rs, k, offset=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._graph import knn_candidates, shared_directions
+    >>> from ntnumba.partition.graph import knn_candidates, shared_directions
     >>> X = np.random.default_rng(0).standard_normal((30, 6))
     >>> mean, V = shared_directions(X, 2)
     >>> lists = knn_candidates(X, mean, V, [0, 2], 3)
@@ -671,7 +671,7 @@ def knn_search(Y, k, *, Y_ref=None, exclude_self=False, exclude=None, method="au
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._graph import knn_search
+    >>> from ntnumba.partition.graph import knn_search
     >>> Y = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [-1.0, 0.0]])
     >>> idx, sim = knn_search(Y, 1, exclude_self=True)
     >>> idx.ravel().tolist()
@@ -763,7 +763,7 @@ def reverse_ranks(idx):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._graph import reverse_ranks
+    >>> from ntnumba.partition.graph import reverse_ranks
     >>> reverse_ranks(np.array([[1, 2], [0, 2], [1, 0]])).tolist()
     [[0, 1], [0, 0], [1, 1]]
     """
@@ -801,7 +801,7 @@ def mutual_rank_graph(idx, sim, k, n=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._graph import mutual_rank_graph
+    >>> from ntnumba.partition.graph import mutual_rank_graph
     >>> idx = np.array([[1, 2], [0, 2], [1, 0]])
     >>> W = mutual_rank_graph(idx, np.ones((3, 2)), 1)
     >>> np.round(W.toarray(), 3).tolist()
@@ -946,7 +946,7 @@ def distinct_rows(Q):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._graph import distinct_rows
+    >>> from ntnumba.partition.graph import distinct_rows
     >>> first, inverse = distinct_rows(np.array([[1.0, 2.0], [3.0, 4.0], [1.0, 2.0]]))
     >>> first.tolist(), inverse.tolist()
     ([0, 1], [0, 1, 0])
@@ -1000,7 +1000,7 @@ def list_length(n, k, copies=None, weighting="mutual-rank"):
 
     Examples
     --------
-    >>> from ntnumba._graph import list_length
+    >>> from ntnumba.partition.graph import list_length
     >>> list_length(1000, 5), list_length(1000, 5, 3), list_length(1000, 5, 3, "similarity")
     (40, 60, 15)
     """
@@ -1014,7 +1014,7 @@ def max_copy_factor(n, k, weighting="mutual-rank"):
 
     Examples
     --------
-    >>> from ntnumba._graph import max_copy_factor
+    >>> from ntnumba.partition.graph import max_copy_factor
     >>> max_copy_factor(1000, 5), max_copy_factor(10, 5)
     (8, 1)
     """
@@ -1038,7 +1038,7 @@ def neighbour_lists(Y, k, copies=None, weighting="mutual-rank", method="auto",
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._graph import neighbour_lists
+    >>> from ntnumba.partition.graph import neighbour_lists
     >>> Y = np.random.default_rng(0).standard_normal((50, 4))
     >>> nn, sim, g = neighbour_lists(np.repeat(Y, 3, axis=0), 2)   # every row three times
     >>> g, nn.shape                                                # max(8 k, 32) >= 4 k g
@@ -1070,7 +1070,7 @@ def weighted_graph(nn, sim, k, n, weighting="mutual-rank"):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._graph import knn_search, weighted_graph
+    >>> from ntnumba.partition.graph import knn_search, weighted_graph
     >>> Y = np.random.default_rng(0).standard_normal((30, 4))
     >>> nn, sim = knn_search(Y, 12, exclude_self=True)
     >>> weighted_graph(nn, sim, 3, 30).nnz == weighted_graph(nn, sim, 3, 30, "similarity").nnz
@@ -1090,7 +1090,7 @@ def graph_partition(X, n_clusters, *, n_neighbors=5, n_shared=DEFAULT_SHARED, ra
     Parameters
     ----------
     X : array-like of shape (n, N)
-        The samples (scaled, with the representation rules of :mod:`ntnumba._select` applied).
+        The samples (scaled, with the representation rules of :mod:`ntnumba.partition.select` applied).
     n_clusters : int
     n_neighbors : int, default 5
         ``k`` of the k-NN graph.
@@ -1122,7 +1122,7 @@ def graph_partition(X, n_clusters, *, n_neighbors=5, n_shared=DEFAULT_SHARED, ra
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._graph import graph_partition
+    >>> from ntnumba.partition.graph import graph_partition
     >>> rng = np.random.default_rng(0)
     >>> X = np.repeat(3.0 * rng.standard_normal((2, 20)), 30, axis=0)
     >>> X += 0.3 * rng.standard_normal(X.shape)
@@ -1255,7 +1255,7 @@ def restricted_stage1(Q, tau, nu, labels, lambda0, lambda1, lambda_a):
     :func:`ntnumba.kernels.assign` call on its rows (splitting clusters of a few dozen samples
     over the threads cost more than it saved); the results do not depend on the thread count.
     """
-    from ._stage1 import assign
+    from ..model.stage1 import assign
 
     Q = np.asarray(Q)
     n, M = Q.shape
@@ -1330,7 +1330,7 @@ def knn_vote(Y_new, Y_ref, labels_ref, n_clusters, n_neighbors, *, exclude_self=
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._graph import knn_vote
+    >>> from ntnumba.partition.graph import knn_vote
     >>> ref = np.array([[1.0, 0.0], [0.9, 0.2], [0.0, 1.0], [0.1, 0.9]])
     >>> knn_vote(np.array([[1.0, 0.1]]), ref, np.array([0, 0, 1, 1]), 2, 2)[0].tolist()
     [0]

@@ -24,8 +24,8 @@ _NEWTON_STEPS = 3
 # directory with a hash of the three kernel modules (and the numba version) and deletes their
 # cache files when the stamp differs. NTNUMBA_CACHE=0 disables the cache; so does a machine
 # where numba finds no writable cache location, or a cache that fails to save or load a kernel
-# (a full disk): ntnumba._cache says so once and the kernels stay in memory.
-_KERNEL_MODULES = ("_quartic", "_stage1", "_theta")
+# (a full disk): ntnumba.core.cache says so once and the kernels stay in memory.
+_KERNEL_MODULES = ("quartic", "stage1", "theta")
 
 
 def _cache_probe():  # pragma: no cover - never called, only decorated
@@ -80,10 +80,10 @@ def _purge_stale_cache(cache_dir):
 
 
 def _init_cache():
-    """``cache=`` of the kernels; a cache that cannot be used is said once (ntnumba._cache)."""
+    """``cache=`` of the kernels; a cache that cannot be used is said once (ntnumba.core.cache)."""
     import numba
 
-    from ._cache import warn_unusable
+    from ..core.cache import warn_unusable
     if _cache_disabled() or numba.config.DISABLE_JIT:  # nothing is compiled: nothing to cache
         return False
     d = _cache_dir()
@@ -365,7 +365,7 @@ def solve_quartic(coeffs):
     return out[:cnt].copy()
 
 
-# a full or unwritable numba cache never fails a fit (ntnumba/_cache.py)
-from ._cache import guard as _cache_guard  # noqa: E402
+# a full or unwritable numba cache never fails a fit (ntnumba/core/cache.py)
+from ..core.cache import guard as _cache_guard  # noqa: E402
 
 _cache_guard(sys.modules[__name__])

@@ -56,15 +56,15 @@ import sys
 import numpy as np
 from numba import get_num_threads, njit
 
-from ._parallel import run_blocks, run_ranges
-from ._quartic import CACHE, _internal
-from ._stage1 import GENERIC, INVALID, _as_float_2d, _solve_ratio, _solve_si
-from ._validation import as_float_array, check_scalar
+from ..core.parallel import run_blocks, run_ranges
+from .quartic import CACHE, _internal
+from .stage1 import GENERIC, INVALID, _as_float_2d, _solve_ratio, _solve_si
+from ..core.validation import as_float_array, check_scalar
 
 # Reassociation for the reductions over coordinates (vectorised sums); no 'nnan'/'ninf'.
 # Per-row (per-sample) sums do not depend on the thread count. A loop with such a sum only
 # reads arrays: with a store, the sum's bits would depend on where the arrays lie in memory
-# (see ntnumba._stage1._FM).
+# (see ntnumba.model.stage1._FM).
 _FMR = {"reassoc", "contract", "nsz", "arcp"}
 
 _BS = 256             # column block of the grouped-sum kernels
@@ -272,7 +272,7 @@ def _colsum_block(Y, rows, w, pos, neg, t):
 
 # The row kernels of the nu steps: serial compiled kernels without the GIL (the ``_s``
 # versions), and their parallel forms, which cut the rows (or column blocks) into blocks run on
-# Python threads (ntnumba/_parallel.py). Small calls stay serial: waking another thread costs,
+# Python threads (ntnumba/core/parallel.py). Small calls stay serial: waking another thread costs,
 # on a shared machine (a thread without a free core), a scheduler quantum, far more than the
 # ~1-3 ms of work at COIL size (measured: Stage 2 0.07 s on one thread, 0.23 s on two with the
 # second core busy). Same arithmetic, same results (tests/test_theta.py); chosen by size
@@ -365,7 +365,7 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
     increases). A cluster without members keeps its tau (re-seeded by the caller).
 
     Serial and without the GIL: the clusters are shared out over Python threads
-    (:func:`ntnumba._parallel.run_blocks`). A ``prange`` over clusters made numba re-optimise
+    (:func:`ntnumba.core.parallel.run_blocks`). A ``prange`` over clusters made numba re-optimise
     ``_solve_ratio`` inside the parallel region (+3.3 s of JIT per process); one function
     rather than a loop around a per-cluster function, since every compiled caller re-optimises
     the code it links (about 0.5 s for the ``_solve_ratio`` it calls).
@@ -572,7 +572,7 @@ def data_terms(Q, Y):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._theta import data_terms
+    >>> from ntnumba.model.theta import data_terms
     >>> data_terms(np.array([[1.0, 2.0]]), np.array([[0.0, -1.0]]))
     (10.0, 1.0)
     """
@@ -684,7 +684,7 @@ def prior_up(tau, nu):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._theta import prior_up
+    >>> from ntnumba.model.theta import prior_up
     >>> tau = np.array([[1.0, 0.0], [0.0, 1.0]])
     >>> nu = np.array([[1.0, 1.0]])
     >>> prior_up(tau, nu)   # each tau: ratio 0 (disjoint), sigma 0; the nu has no other nu
@@ -737,7 +737,7 @@ def theta_objective(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, l
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._theta import theta_objective
+    >>> from ntnumba.model.theta import theta_objective
     >>> Q = np.array([[2.0, 1.0], [1.0, 2.0]])
     >>> Y = np.array([[1.0, 0.0], [0.0, 1.0]])
     >>> tau = np.array([[1.0, 1.0]]); nu = np.array([[1.0, 0.0]])
@@ -828,7 +828,7 @@ def theta_statistics(Q, Y, labels, similarity_labels, tau, nu, lambda0=0.03):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._theta import theta_statistics
+    >>> from ntnumba.model.theta import theta_statistics
     >>> rng = np.random.default_rng(0)
     >>> Q, Y = rng.standard_normal((2, 6, 4))
     >>> tau, nu = rng.standard_normal((3, 4)), rng.standard_normal((2, 4))
@@ -1230,7 +1230,7 @@ def update_theta(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, lamb
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._theta import update_theta
+    >>> from ntnumba.model.theta import update_theta
     >>> rng = np.random.default_rng(0)
     >>> centers = 3.0 * rng.standard_normal((3, 30))
     >>> labels = np.repeat([0, 1], 10)          # cluster 2 is empty
@@ -1285,7 +1285,7 @@ def update_theta(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, lamb
     return tau_out, nu_out, info
 
 
-# a full or unwritable numba cache never fails a fit (ntnumba/_cache.py)
-from ._cache import guard as _cache_guard  # noqa: E402
+# a full or unwritable numba cache never fails a fit (ntnumba/core/cache.py)
+from ..core.cache import guard as _cache_guard  # noqa: E402
 
 _cache_guard(sys.modules[__name__])

@@ -1,6 +1,6 @@
 """What the graph rule's similarity needs from the data, decided without labels.
 
-The graph rule (:mod:`ntnumba._graph`) compares samples by the *angle* between them (centred,
+The graph rule (:mod:`ntnumba.partition.graph`) compares samples by the *angle* between them (centred,
 shared directions removed; the limit of the normalised support-intersection similarity of
 their random NT codes). Two kinds of data break that similarity, and both can be seen in the
 data alone:
@@ -37,7 +37,7 @@ data alone:
    Where the angular graph applies, the partition of the rows is compared with that of the
    rows on their ``TRUNCATE_FACTOR * C`` (4 C) leading principal directions
    (:func:`truncated_partition`; C clusters; when there are more features and samples than
-   that), each with its own ``r`` chosen as in :mod:`ntnumba._graph` (step 4). The truncated
+   that), each with its own ``r`` chosen as in :mod:`ntnumba.partition.graph` (step 4). The truncated
    rows' partition is kept when its relaxed normalised cut is below ``1 - TRUNCATE_MARGIN``
    (0.98) times the rows' (:func:`fewer_cut`). Both graphs have the same nodes and ``k``, so
    their cuts compare, but removing directions lowers a cut whatever it does to the clusters
@@ -87,7 +87,7 @@ moons 90.5 / 63.1, elongated 2-D blobs 84.7 / 67.4). No variant raises a dev cou
 the shared-neighbour weights lower one; the Gaussian weights help the check set (two moons
 up to 100) and standardised iris, but lose wine and the 2-D blobs:
 
-- mutual-rank weights (:func:`ntnumba._graph.mutual_rank_graph`, unit similarity, lists of
+- mutual-rank weights (:func:`ntnumba.partition.graph.mutual_rank_graph`, unit similarity, lists of
   4 k): dev 5 / 3, 86.59 / 79.46 (wine 61.8 / 51.5), check
   8 / 6, 93.24 / 84.49 (wine's first 6 features 85.4 -> 65.7); with k = 15: dev 6 / 5,
   94.81 / 87.51 (iris standardised 82.7 / 63.5 below KMeans), check 8 / 5; with the rows of
@@ -195,7 +195,7 @@ Euclidean graph's cut changes no development set (iris raw 0.0202 against 0.0414
 it, and the choice needs ``C``, which :func:`graph_space` (recomputed by ``predict``) and the
 initial map's column weights do not have.
 
-Since then the angular graph's edges carry mutual-rank weights (:mod:`ntnumba._graph`, step
+Since then the angular graph's edges carry mutual-rank weights (:mod:`ntnumba.partition.graph`, step
 2, with the variants tried instead: multi-scale graphs of sizes (k, 2k, 4k) and others,
 re-ranking, shared-neighbour weights): the MNIST subset rises above KMeans (52.3 / 55.7 ->
 60.4 / 64.5); Isolet and Isolet 20 per class stay below KMeans's CA. The same mutual-rank
@@ -240,7 +240,7 @@ def feature_weights(X, *, ratio=SCALE_RATIO):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._select import feature_weights
+    >>> from ntnumba.partition.select import feature_weights
     >>> X = np.random.default_rng(0).standard_normal((50, 3)) * [1.0, 1.0, 1000.0]
     >>> w = feature_weights(X)
     >>> np.round((X * w).std(axis=0) / (X * w).std(axis=0)[0], 6).tolist()
@@ -277,7 +277,7 @@ def constant_coordinate(X, *, few=FEW_FEATURES):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._select import constant_coordinate
+    >>> from ntnumba.partition.select import constant_coordinate
     >>> constant_coordinate(np.array([[0.0, 0.0], [2.0, 0.0], [4.0, 0.0]]))
     2.0
     >>> constant_coordinate(np.zeros((3, 20))) is None
@@ -293,13 +293,13 @@ def graph_space(X, representation="auto"):
     """The representation rules for the rows ``X`` (the scaled reference set).
 
     Returns ``(weights, offset, applied)``: the feature weights (None: none), the constant
-    coordinate (None: none) of :func:`ntnumba._graph.graph_rows`, and the names of the rules
+    coordinate (None: none) of :func:`ntnumba.partition.graph.graph_rows`, and the names of the rules
     applied. ``representation="as-is"``: neither.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._select import graph_space
+    >>> from ntnumba.partition.select import graph_space
     >>> X = np.random.default_rng(0).standard_normal((50, 3)) * [1.0, 1.0, 1000.0]
     >>> w, c, applied = graph_space(X)
     >>> applied
@@ -319,10 +319,10 @@ def partition(X, n_clusters, p, random_state, verbose=0):
     """The graph partition of ``init="graph"`` with the representation rules (module docs).
 
     ``X``: the (scaled) data; ``p``: the driver's parameters (``n_neighbors``, ``n_shared``,
-    ``representation``). Returns what :func:`ntnumba._graph.graph_partition` returns;
+    ``representation``). Returns what :func:`ntnumba.partition.graph.graph_partition` returns;
     ``info["representation"]`` records the rules applied.
     """
-    from ._graph import _Progress, graph_partition
+    from .graph import _Progress, graph_partition
 
     representation = getattr(p, "representation", "as-is")
     w, offset, applied = graph_space(X, representation)
@@ -361,13 +361,13 @@ def fewer_cut(alt, info, margin=TRUNCATE_MARGIN):
 
     Examples
     --------
-    >>> from ntnumba._select import fewer_cut
+    >>> from ntnumba.partition.select import fewer_cut
     >>> fewer_cut({"n_shared": 0, "ncut": {0: 0.97}}, {"n_shared": 2, "ncut": {2: 1.0}})
     True
     >>> fewer_cut({"n_shared": 0, "ncut": {0: 0.99}}, {"n_shared": 2, "ncut": {2: 1.0}})
     False
     """
-    from ._graph import _TIE
+    from .graph import _TIE
 
     return chosen_cut(alt) < (1.0 - margin) * chosen_cut(info) - _TIE
 
@@ -376,18 +376,18 @@ def truncated_partition(X, n_clusters, p, random_state, verbose=0):
     """The graph partition of the rows ``X`` on their ``TRUNCATE_FACTOR * n_clusters`` leading
     principal directions (module docs, rule 4), or None when ``X`` spans no more directions.
 
-    Returns ``(labels, info)`` as :func:`ntnumba._graph.graph_partition` with ``info["mean"]``
+    Returns ``(labels, info)`` as :func:`ntnumba.partition.graph.graph_partition` with ``info["mean"]``
     and ``info["V"]`` in the features of ``X`` (the mean and the ``r`` shared directions the
     partition removed: ``predict`` votes in the rows of ``X`` with those removed) and
     ``info["truncated"]`` the number of directions kept. Equal rows count once (as in
-    :func:`ntnumba._graph.graph_partition`): the mean, the directions and the partition are
+    :func:`ntnumba.partition.graph.graph_partition`): the mean, the directions and the partition are
     those of the distinct rows, whatever the number of copies of each.
 
     Examples
     --------
     >>> import numpy as np
     >>> from types import SimpleNamespace
-    >>> from ntnumba._select import truncated_partition
+    >>> from ntnumba.partition.select import truncated_partition
     >>> rng = np.random.default_rng(0)
     >>> X = np.repeat(3.0 * rng.standard_normal((2, 40)), 30, axis=0)
     >>> X += 0.3 * rng.standard_normal(X.shape)
@@ -396,7 +396,7 @@ def truncated_partition(X, n_clusters, p, random_state, verbose=0):
     >>> info["truncated"], np.bincount(labels).tolist(), info["V"].shape[1]
     (8, [30, 30], 40)
     """
-    from ._graph import distinct_rows, graph_partition, principal_coordinates
+    from .graph import distinct_rows, graph_partition, principal_coordinates
 
     X = np.asarray(X, dtype=np.float64)
     # equal rows count once, as in the partition of the rows (one node of its graph): the
@@ -426,13 +426,13 @@ def euclidean_graph(X, n_neighbors):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._select import euclidean_graph
+    >>> from ntnumba.partition.select import euclidean_graph
     >>> euclidean_graph(np.array([[0.0], [1.0], [5.0]]), 1).toarray().tolist()
     [[0.0, 1.0, 0.0], [1.0, 0.0, 0.5], [0.0, 0.5, 0.0]]
     """
     from sklearn.neighbors import NearestNeighbors
 
-    from ._graph import knn_graph
+    from .graph import knn_graph
 
     X = np.asarray(X, dtype=np.float64)
     n = X.shape[0]
@@ -449,18 +449,18 @@ def euclidean_partition(X, n_clusters, n_neighbors, random_state, *, offset=None
 
     The symmetrised graph of the ``n_neighbors`` nearest rows by Euclidean distance, every
     edge of weight 1 (``W = (K + K^T) / 2``; equal rows are one node); the ``n_clusters``
-    leading eigenvectors of ``D^-1/2 W D^-1/2`` (:func:`ntnumba._graph.spectral_embedding`)
+    leading eigenvectors of ``D^-1/2 W D^-1/2`` (:func:`ntnumba.partition.graph.spectral_embedding`)
     and k-means (10 restarts, seeded by ``random_state``) on the rows of that embedding.
 
-    Returns ``(labels, info)`` as :func:`ntnumba._graph.graph_partition` (no shared direction
+    Returns ``(labels, info)`` as :func:`ntnumba.partition.graph.graph_partition` (no shared direction
     removed: ``info["n_shared"] = 0``; ``info["ncut"]`` the relaxed cut of this graph), with
     ``info["mean"]``, ``info["V"]`` describing the rows of the k-NN vote of ``predict``
-    (:func:`ntnumba._graph.graph_rows` with the constant coordinate ``offset``).
+    (:func:`ntnumba.partition.graph.graph_rows` with the constant coordinate ``offset``).
 
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._select import euclidean_partition
+    >>> from ntnumba.partition.select import euclidean_partition
     >>> rng = np.random.default_rng(0)
     >>> X = np.r_[rng.normal(0.0, 1.0, (30, 2)), rng.normal(8.0, 1.0, (30, 2))]
     >>> labels, info = euclidean_partition(X, 2, 10, 0)
@@ -469,7 +469,7 @@ def euclidean_partition(X, n_clusters, n_neighbors, random_state, *, offset=None
     """
     from sklearn.cluster import KMeans
 
-    from ._graph import _Progress, _relabel, distinct_rows, shared_directions, spectral_embedding
+    from .graph import _Progress, _relabel, distinct_rows, shared_directions, spectral_embedding
 
     X = np.asarray(X, dtype=np.float64)
     C = int(n_clusters)

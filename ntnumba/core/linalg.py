@@ -35,7 +35,7 @@ def svd(A, full_matrices=True, compute_uv=True, lapack="numpy"):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._linalg import svd
+    >>> from ntnumba.core.linalg import svd
     >>> svd(np.diag([3.0, 1.0, 2.0]), compute_uv=False).tolist()
     [3.0, 2.0, 1.0]
     """

@@ -22,11 +22,11 @@ from contextlib import contextmanager
 import numpy as np
 from numba import get_num_threads, njit
 
-from ._parallel import blas_limit
-from ._parallel import matmul as _matmul
-from ._parallel import run_ranges
-from ._quartic import CACHE, _internal, _largest_positive_root
-from ._validation import as_float_array, check_choice, check_scalar
+from ..core.parallel import blas_limit
+from ..core.parallel import matmul as _matmul
+from ..core.parallel import run_ranges
+from .quartic import CACHE, _internal, _largest_positive_root
+from ..core.validation import as_float_array, check_choice, check_scalar
 
 # Inside an iteration of the driver, Q and Y are the kernels' own outputs (from an X validated
 # by the estimator): the scan for non-finite values of every n x M input of every stage
@@ -39,7 +39,7 @@ def trusted_inputs():
     """Context (this thread): the n x M array inputs of the stage entry points are trusted.
 
     Conversions (dtype, C order) still happen; the scan for NaN/inf is skipped. Used by
-    :func:`ntnumba._driver.iterate` only.
+    :func:`ntnumba.engine.loop.iterate` only.
     """
     old = getattr(_LOCAL, "trusted", False)
     _LOCAL.trusted = True
@@ -1460,7 +1460,7 @@ def assign(Q, tau, nu, lambda0, lambda1, *, rule="objective", lambda_a=1.0, safe
     return labels, slabels, Y, scores, details
 
 
-# a full or unwritable numba cache never fails a fit (ntnumba/_cache.py)
-from ._cache import guard as _cache_guard  # noqa: E402
+# a full or unwritable numba cache never fails a fit (ntnumba/core/cache.py)
+from ..core.cache import guard as _cache_guard  # noqa: E402
 
 _cache_guard(sys.modules[__name__])

@@ -9,7 +9,7 @@ import numpy as np
 FLOAT_DTYPES = (np.float64, np.float32)
 
 #: the folder of the package's modules (frames of files below it are internal)
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _IMPORTLIB_DIR = os.path.dirname(os.path.abspath(importlib.__file__)) + os.sep
 
 
@@ -64,7 +64,7 @@ def user_stacklevel():
     Examples
     --------
     >>> import warnings
-    >>> from ntnumba._validation import user_stacklevel
+    >>> from ntnumba.core.validation import user_stacklevel
     >>> def inner():
     ...     warnings.warn("careful", UserWarning, stacklevel=user_stacklevel())
     >>> with warnings.catch_warnings(record=True) as w:

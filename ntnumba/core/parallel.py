@@ -6,7 +6,7 @@ parallelism.
 
 Large products are split by rows and each block is a separate single-thread BLAS call on these
 threads (:func:`matmul`), when the BLAS library is limited to one thread around them. The fit
-sets that limit (:data:`ntnumba._parallel.BLAS_THREADS`). OpenBLAS's own worker threads keep spinning
+sets that limit (:data:`ntnumba.core.parallel.BLAS_THREADS`). OpenBLAS's own worker threads keep spinning
 after a call and then compete with Stage 1's threads for the cores. Threads that return to this
 pool do not.
 
@@ -229,7 +229,7 @@ def matmul(a, b, out=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._parallel import blas_limit, matmul
+    >>> from ntnumba.core.parallel import blas_limit, matmul
     >>> a, b = np.ones((300, 200)), np.ones((200, 400))
     >>> with blas_limit(1):
     ...     c = matmul(a, b)

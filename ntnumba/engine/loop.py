@@ -5,11 +5,11 @@ kernels do one stage each; this module initialises, alternates, records the full
 the learning problem, checks convergence, runs the ``n_init`` restarts or continues a fit
 (``warm_start``), calls the callback, prints progress with an ETA, keeps the last complete
 iterate when interrupted, and assembles the fitted state. It does so over a *row-block
-source* (:mod:`ntnumba._stream`): all of ``X`` in memory as one block (``fit(X)``,
+source* (:mod:`ntnumba.engine.sources`): all of ``X`` in memory as one block (``fit(X)``,
 ``partial_fit``), blocks read from a memmap or any sliceable reader (``fit(X, chunk_size=...)``)
 or dask blocks on workers (:mod:`ntnumba.dask`). Every iteration is a few maps of the passes of
-:mod:`ntnumba._passes` over the blocks and a reduction of their sums: Stage 1 per block with
-its Stage-2 sums, Stage 2 solved from the sums (:func:`ntnumba._theta.solve_theta`; its nu
+:mod:`ntnumba.engine.passes` over the blocks and a reduction of their sums: Stage 1 per block with
+its Stage-2 sums, Stage 2 solved from the sums (:func:`ntnumba.model.theta.solve_theta`; its nu
 steps make passes over the members' ``y``), the Stage-3 sums, the objective. ``partial_fit``
 is the same iteration on running sums with a forgetting factor.
 
@@ -24,15 +24,16 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from . import _passes as P
-from . import _refine, _select
-from ._graph import DEFAULT_SHARED, graph_init_tau
-from ._parallel import blas_context  # noqa: F401 - the fit's BLAS policy, used as _driver.blas_context
-from ._passes import compute_Q  # noqa: F401 - the driver's name for it
-from ._stream import MemoryBlocks, block_rows
-from ._theta import data_terms, prior_up, solve_theta, theta_objective
-from ._transform import TransformStatistics, _regulariser, _regulariser_sv, update_transform
-from ._validation import user_stacklevel
+from . import passes as P
+from ..partition import refine
+from ..partition import select
+from ..partition.graph import DEFAULT_SHARED, graph_init_tau
+from ..core.parallel import blas_context  # noqa: F401 - the fit's BLAS policy, used as _driver.blas_context
+from .passes import compute_Q  # noqa: F401 - the driver's name for it
+from .sources import MemoryBlocks, block_rows
+from ..model.theta import data_terms, prior_up, solve_theta, theta_objective
+from ..model.transform import TransformStatistics, _regulariser, _regulariser_sv, update_transform
+from ..core.validation import user_stacklevel
 
 #: Size of the reference sample of every fit (in memory, chunked, Dask): the initialisation and,
 #: for the graph rule, the partition run on ``min(n, REFERENCE_SIZE)`` rows drawn at random
@@ -63,18 +64,18 @@ class Params:
     online_fraction: float = None
     online_rate: float = 0.5
     init: str = "k-means++"
-    # assign="graph" / init="graph" (ntnumba/_graph.py): k of the k-NN graph and the candidate
+    # assign="graph" / init="graph" (ntnumba/partition/graph.py): k of the k-NN graph and the candidate
     # numbers of shared principal directions removed (an int: that number)
     n_neighbors: int = 5
     n_shared: object = DEFAULT_SHARED
-    # what the graph's similarity needs from the data (ntnumba/_select.py): "auto" or "as-is"
+    # what the graph's similarity needs from the data (ntnumba/partition/select.py): "auto" or "as-is"
     representation: str = "auto"
     # graph rule: the partition is computed again from the data's graph and the learned map's
-    # after each of the first ``relabel`` iterations (ntnumba/_refine.py); 0: the initial
+    # after each of the first ``relabel`` iterations (ntnumba/partition/refine.py); 0: the initial
     # partition is kept
     relabel: int = 0
     # graph rule: after the first iteration the learned model's nearest-mean partition replaces
-    # the graph partition when a coarser graph says it cuts less (ntnumba/_refine.py)
+    # the graph partition when a coarser graph says it cuts less (ntnumba/partition/refine.py)
     prototypes: bool = False
     max_iter: int = 100
     tol: float = 1e-4
@@ -103,7 +104,7 @@ class State:
     initial_labels: np.ndarray = None
     # assign="graph": {"n_shared": r, "graph_cut": cut, "ref_rows": rows of the reference set
     # (None: all)} of the partition in ``labels`` (kept fixed over the iterations, see
-    # ntnumba/_graph.py); None otherwise
+    # ntnumba/partition/graph.py); None otherwise
     graph: dict = None
     # prototypes: the step after the first iteration is still to be done (set with that
     # iteration, cleared by the step; an interrupt inside the step leaves it set)
@@ -169,7 +170,7 @@ def stage3_priors(p):
     """The priors of the Stage-3 problem in the scaling of :func:`update_transform`.
 
     ``1/2||AX - Y||^2 + lambda_a/2||AX - T||^2 = (1 + lambda_a)/2 ||AX - Ybar||^2 + const``
-    (``Ybar``: :func:`ntnumba._transform.assignment_statistics`): the priors of ``A`` are
+    (``Ybar``: :func:`ntnumba.model.transform.assignment_statistics`): the priors of ``A`` are
     divided by ``1 + lambda_a``.
     """
     w = 1.0 + p.lambda_a
@@ -205,7 +206,7 @@ def initialise(X, p, rng, verbose=0):
     k-means++ in the transform domain (tau_c = q_s - mean nu).
     ``init="kmeans"`` runs scikit-learn's KMeans (n_init=1) on Q for tau.
     ``init="graph"``: tau_c = mean of the q_i of cluster c of the graph partition of the rows
-    (:func:`ntnumba._select.partition`) - mean nu.
+    (:func:`ntnumba.partition.select.partition`) - mean nu.
     """
     n, N = X.shape
     dt = X.dtype
@@ -215,7 +216,7 @@ def initialise(X, p, rng, verbose=0):
         # rows scaled to unit norm (the paper leaves them i.i.d. N(0, 1), of norm ~sqrt(N)):
         # then q = A x has the scale of x's features, the scale of the N(0, 1) tau and nu
         A /= np.linalg.norm(A, axis=1, keepdims=True)
-        A = _select.weighted_map(X, A, p.representation)  # features of very different scales
+        A = select.weighted_map(X, A, p.representation)  # features of very different scales
     else:
         A = None
     # Q = X A^T for the seeding of tau (init="graph" needs the cluster means only: no n x M)
@@ -235,7 +236,7 @@ def initialise(X, p, rng, verbose=0):
         km.fit(np.asarray(Q, dtype=np.float64))
         tau = (km.cluster_centers_ - nu.mean(axis=0)).astype(dt)
     elif p.init == "graph":
-        labels, ginfo = _select.partition(X, C, p, rng.randint(_INT32_MAX), verbose=verbose)
+        labels, ginfo = select.partition(X, C, p, rng.randint(_INT32_MAX), verbose=verbose)
         tau = graph_init_tau(X, labels, nu, C, rng, A).astype(dt)
         return State(A=A, tau=np.ascontiguousarray(tau), nu=np.ascontiguousarray(nu),
                      labels=labels, graph=graph_summary(ginfo))
@@ -249,7 +250,7 @@ def initialise(X, p, rng, verbose=0):
 # the row passes of Stage 2 over the blocks of a source
 # ---------------------------------------------------------------------------------------------
 class _BlockRows:
-    """The passes of :func:`ntnumba._theta.solve_theta` (``alpha``, ``members``, ``q_row``)
+    """The passes of :func:`ntnumba.model.theta.solve_theta` (``alpha``, ``members``, ``q_row``)
     over the source's blocks, ``Y`` where the blocks keep it."""
 
     def __init__(self, src, A, p):
@@ -272,7 +273,7 @@ class _BlockRows:
 
 
 class _BlockMembers:
-    """:class:`ntnumba._theta.MemberRows` (the members of one nu) over the blocks."""
+    """:class:`ntnumba.model.theta.MemberRows` (the members of one nu) over the blocks."""
 
     def __init__(self, src, rows):
         self.src = src
@@ -501,12 +502,12 @@ def relabel_due(state, p):
 
 def relabel(ctx, state, p, rng, verbose=0):
     """The reference set's partition recomputed from the co-association graph of the data's
-    graph and the graph of the learned map ``state.A`` (:func:`ntnumba._refine.refine`),
+    graph and the graph of the learned map ``state.A`` (:func:`ntnumba.partition.refine.refine`),
     extended to the other rows by the k-NN vote, into ``ctx`` and ``state``; returns the
     number of reference samples whose label changed, None when the partition is unchanged."""
-    Zref = _refine.metric_rows(ctx.ref_X, state.A)  # the angles of A x, n x N
+    Zref = refine.metric_rows(ctx.ref_X, state.A)  # the angles of A x, n x N
     old = np.asarray(ctx.ref_labels, dtype=np.int64)
-    lab, info = _refine.refine(ctx.ref_X, Zref, old, state.graph, p, rng.randint(_INT32_MAX),
+    lab, info = refine.refine(ctx.ref_X, Zref, old, state.graph, p, rng.randint(_INT32_MAX),
                                n_shared=int(state.graph["n_shared"]), verbose=verbose)
     if info is None or info["moved"] == 0:  # the current partition is kept
         return None
@@ -538,14 +539,14 @@ def prototypes_due(state, p):
 
 def prototypes(ctx, state, p, verbose=0, stream=None):
     """The learned model's nearest-mean partition of the reference set (in the metric of
-    ``state.A``, :func:`ntnumba._refine.prototype_refine`) into ``ctx`` and ``state`` when a
+    ``state.A``, :func:`ntnumba.partition.refine.prototype_refine`) into ``ctx`` and ``state`` when a
     coarser graph of the initial partition's rows says it cuts less; returns the number of
     reference samples whose label changed, None when the partition is kept as it was.
     ``verbose``: the cuts on ``stream`` (default stderr). Clears ``state.prototypes_pending``."""
     old = np.asarray(ctx.ref_labels, dtype=np.int64)
-    Z = _refine.metric_rows(ctx.ref_X, state.A if p.learn_transform else None)
+    Z = refine.metric_rows(ctx.ref_X, state.A if p.learn_transform else None)
     rows = P.space_rows(ctx.ref_X, vote_space(ctx.ref_X, state.graph, p))
-    lab, info = _refine.prototype_refine(Z, rows, old, p, ctx.seed)
+    lab, info = refine.prototype_refine(Z, rows, old, p, ctx.seed)
     if verbose and "cuts" in info:
         print(f"prototypes: coarse-graph cut {info['cuts'][0]:.4f} -> {info['cuts'][1]:.4f}, "
               f"{'kept' if info['kept'] else 'not kept'}",
@@ -606,7 +607,7 @@ def reference_rows(src, seed):
 
 def vote_space(Xref, graph, p):
     """``(weights, mean, V, offset)`` of the graph's rows for the reference set ``Xref`` and
-    the partition's summary ``graph`` (:func:`ntnumba._passes.vote_space`)."""
+    the partition's summary ``graph`` (:func:`ntnumba.engine.passes.vote_space`)."""
     return P.vote_space(Xref, graph["mean"], graph["V"], p.representation)
 
 
@@ -631,7 +632,7 @@ def graph_labels(src, Xref, ref_rows, state, p, rng, verbose=0):
     Sets ``state.graph``."""
     if state.graph is None or state.labels is None:
         # the same partition, representation rules included, as init="graph" (initialise)
-        lab, info = _select.partition(Xref, p.n_clusters, p, rng.randint(_INT32_MAX),
+        lab, info = select.partition(Xref, p.n_clusters, p, rng.randint(_INT32_MAX),
                                       verbose=verbose)
         state.graph = graph_summary(info)
     else:
@@ -736,7 +737,7 @@ def warn_zero_codes(nonzero, q_max, p, scale):
     """One ``RuntimeWarning`` when no training sample has a nonzero NT representation
     (``nonzero == 0``): ``lambda1`` at or above every ``|q| = |A x|`` of the scaled data (a
     large ``lambda1``, or data of subnormal size that ``scaling="rms"`` cannot scale up).
-    Attributed to the user's call (:func:`ntnumba._validation.user_stacklevel`)."""
+    Attributed to the user's call (:func:`ntnumba.core.validation.user_stacklevel`)."""
     if nonzero:
         return
     warnings.warn(

@@ -1,6 +1,6 @@
 """Faults of numba's on-disk cache: a full or unwritable cache never fails a fit.
 
-The kernels of :mod:`ntnumba._quartic`, :mod:`ntnumba._stage1` and :mod:`ntnumba._theta` are
+The kernels of :mod:`ntnumba.model.quartic`, :mod:`ntnumba.model.stage1` and :mod:`ntnumba.model.theta` are
 compiled with ``cache=True`` (see ``_quartic.CACHE``). numba writes a kernel's cache files right
 after compiling it, inside the call that needed it: on a full disk (``ENOSPC``) or an unwritable
 directory that write raised out of ``fit``. :func:`guard` wraps the cache of every kernel so that
@@ -13,7 +13,7 @@ without a word (~16-40 s).
 import threading
 import warnings
 
-from ._validation import user_stacklevel
+from .validation import user_stacklevel
 
 _LOCK = threading.Lock()
 _STATE = {"warned": False}

@@ -1,7 +1,7 @@
 """Per-block passes of the alternating algorithm: plain module-level functions.
 
 Every pass has the signature ``fn(X_b, carry_b, *block_args, *common)`` of
-:mod:`ntnumba._stream` (``X_b`` the scaled rows of one block, ``carry_b`` what earlier passes
+:mod:`ntnumba.engine.sources` (``X_b`` the scaled rows of one block, ``carry_b`` what earlier passes
 stored for it: ``Y`` of the iteration, ``Q`` of the current ``A`` in memory) and returns small
 results (per-sample labels and costs, sums over the block's samples), so that the driver can
 run them on all of ``X`` in memory, on blocks read from disk, or on dask workers (module-level
@@ -10,12 +10,13 @@ functions ship by reference). The stages' equations live in their own modules (`
 """
 import numpy as np
 
-from . import _graph, _select
-from ._parallel import matmul as _matmul
-from ._parallel import run_ranges
-from ._stage1 import assign, trusted_inputs
-from ._theta import _rows_kernels, _statistics, data_terms, theta_objective
-from ._transform import assignment_statistics
+from ..partition import graph
+from ..partition import select
+from ..core.parallel import matmul as _matmul
+from ..core.parallel import run_ranges
+from ..model.stage1 import assign, trusted_inputs
+from ..model.theta import _rows_kernels, _statistics, data_terms, theta_objective
+from ..model.transform import assignment_statistics
 
 
 def compute_Q(X, A, learn_transform):
@@ -63,7 +64,7 @@ def _stage1_assign(Q, tau, nu, p, labels):
 def _stage1_graph(Q, tau, nu, p, labels):
     """The ``graph`` rule: the cluster is fixed, the best candidate of that cluster."""
     labels = np.asarray(labels, dtype=np.int64)
-    sim, Y, cost = _graph.restricted_stage1(Q, tau, nu, labels, p.lambda0, p.lambda1,
+    sim, Y, cost = graph.restricted_stage1(Q, tau, nu, labels, p.lambda0, p.lambda1,
                                             p.lambda_a)
     return labels, sim, Y, None, cost
 
@@ -147,10 +148,10 @@ def pass_qrows(Xk, carry, idx, A, learn_transform):
 
 def pass_row_hashes(Xk, carry):
     """Pass: the 64-bit hash of every row of the block (equal rows in float32, equal hashes;
-    :func:`ntnumba._graph.distinct_rows`)."""
+    :func:`ntnumba.partition.graph.distinct_rows`)."""
     Xk = np.ascontiguousarray(Xk)
     h = np.empty(Xk.shape[0], dtype=np.uint64)
-    run_ranges(lambda a, b: _graph._row_hashes(Xk, h, a, b), Xk.shape[0])
+    run_ranges(lambda a, b: graph._row_hashes(Xk, h, a, b), Xk.shape[0])
     return h
 
 
@@ -201,18 +202,18 @@ def pass_final(Xk, carry, labels_k, A, tau, nu, p):
 
 
 def vote_space(Xref, mean, V, representation):
-    """``(weights, mean, V, offset)``: what :func:`ntnumba._graph.graph_rows` needs to give the
+    """``(weights, mean, V, offset)``: what :func:`ntnumba.partition.graph.graph_rows` needs to give the
     rows the graph rule compares, for the partition's ``mean`` and shared directions ``V`` and
     the representation rules of the reference set ``Xref`` (scaled;
-    :func:`ntnumba._select.graph_space`)."""
-    w, offset, _ = _select.graph_space(Xref, representation)
+    :func:`ntnumba.partition.select.graph_space`)."""
+    w, offset, _ = select.graph_space(Xref, representation)
     return w, mean, V, offset
 
 
 def space_rows(X, space):
     """The graph rows of the scaled rows ``X`` in ``space`` (:func:`vote_space`)."""
     w, mean, V, offset = space
-    return _graph.graph_rows(X, mean, V, offset, w)
+    return graph.graph_rows(X, mean, V, offset, w)
 
 
 class RowIndex:
@@ -225,7 +226,7 @@ class RowIndex:
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._passes import RowIndex, row_matches
+    >>> from ntnumba.engine.passes import RowIndex, row_matches
     >>> index = RowIndex(np.array([[1.0, 2.0], [0.0, 1.0]]))
     >>> row_matches(np.array([[0.0, 1.0], [5.0, 5.0]]), index).tolist()
     [1, -1]
@@ -266,15 +267,15 @@ def graph_vote(X, space, rows_ref, labels_ref, p, *, match=None, return_votes=Fa
     ``n_neighbors``. ``match`` (None or int array of shape (n,)): the reference row equal to
     each row (:func:`row_matches`; -1: none); such a row gets that reference row's label (the
     partition, not a vote) and the leave-one-out vote of the others (its score and shares).
-    Returns what :func:`ntnumba._graph.knn_vote` returns (``return_votes``: as there). The one
+    Returns what :func:`ntnumba.partition.graph.knn_vote` returns (``return_votes``: as there). The one
     vote of the fit (rows outside the reference sample, :func:`pass_vote`) and of
     ``predict``.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._driver import Params
-    >>> from ntnumba._passes import graph_vote, space_rows, vote_space
+    >>> from ntnumba.engine.loop import Params
+    >>> from ntnumba.engine.passes import graph_vote, space_rows, vote_space
     >>> ref = np.array([[1.0, 0.0, 0.0], [0.9, 0.1, 0.0], [0.0, 0.0, 1.0], [0.0, 0.1, 0.9]])
     >>> space = vote_space(ref, np.zeros(3), np.zeros((0, 3)), "as-is")
     >>> graph_vote(np.array([[1.0, 0.05, 0.0]]), space, space_rows(ref, space),
@@ -284,7 +285,7 @@ def graph_vote(X, space, rows_ref, labels_ref, p, *, match=None, return_votes=Fa
     labels_ref = np.asarray(labels_ref, dtype=np.int64)
     hit = None if match is None else np.asarray(match, dtype=np.int64) >= 0
     exclude = match if hit is not None and hit.any() else None
-    out = _graph.knn_vote(space_rows(X, space), rows_ref, labels_ref, p.n_clusters,
+    out = graph.knn_vote(space_rows(X, space), rows_ref, labels_ref, p.n_clusters,
                           p.n_neighbors, exclude=exclude, return_votes=return_votes)
     if exclude is not None:
         out[0][hit] = labels_ref[np.asarray(match)[hit]]

@@ -79,11 +79,11 @@ from scipy.linalg import solve_triangular
 from scipy.linalg.lapack import dorgqr as _dorgqr
 from sklearn.utils import check_random_state
 
-from ._linalg import svd as _svd  # gesdd, gesvd where gesdd does not converge
-from ._parallel import background as _background
-from ._parallel import blas_limit as _blas_limit
-from ._parallel import matmul as _matmul
-from ._validation import as_float_array, check_choice, check_scalar
+from ..core.linalg import svd as _svd  # gesdd, gesvd where gesdd does not converge
+from ..core.parallel import background as _background
+from ..core.parallel import blas_limit as _blas_limit
+from ..core.parallel import matmul as _matmul
+from ..core.validation import as_float_array, check_choice, check_scalar
 
 
 def _serial_lapack():
@@ -159,7 +159,7 @@ class TransformStatistics:
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._transform import transform_statistics
+    >>> from ntnumba.model.transform import transform_statistics
     >>> rng = np.random.default_rng(0)
     >>> X, Ybar = rng.standard_normal((10, 3)), rng.standard_normal((10, 4))
     >>> st = transform_statistics(X[:6], Ybar[:6]) + transform_statistics(X[6:], Ybar[6:])
@@ -213,7 +213,7 @@ def transform_statistics(X, Ybar):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._transform import transform_statistics
+    >>> from ntnumba.model.transform import transform_statistics
     >>> X = np.eye(3, dtype=np.float32)
     >>> st = transform_statistics(X, np.ones((3, 5)))
     >>> st.gram.shape, st.cross.shape, st.target_sq, st.dtype
@@ -264,7 +264,7 @@ def assignment_statistics(X, Y, tau, nu, labels, similarity_labels, lambda_a=1.0
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._transform import assignment_statistics, transform_statistics
+    >>> from ntnumba.model.transform import assignment_statistics, transform_statistics
     >>> rng = np.random.default_rng(0)
     >>> X, Y = rng.standard_normal((30, 3)), rng.standard_normal((30, 5))
     >>> tau, nu = rng.standard_normal((2, 5)), rng.standard_normal((2, 5))
@@ -418,7 +418,7 @@ def transform_objective(A, X=None, Ybar=None, lambda2=16.0, lambda3=16.0, lambda
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._transform import transform_objective
+    >>> from ntnumba.model.transform import transform_objective
     >>> X = np.eye(2)
     >>> A = np.eye(2)
     >>> transform_objective(A, X, X, 1.0, 1.0, 1.0)   # 0 + 1/2 * 2 + 0 - log 1
@@ -472,7 +472,7 @@ def transform_gradient(A, X=None, Ybar=None, lambda2=16.0, lambda3=16.0, lambda4
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._transform import transform_gradient
+    >>> from ntnumba.model.transform import transform_gradient
     >>> # f(A) = 1/2||A - I||^2 + 1/2||A||^2 + 1/2||A A^T - I||^2 - log det(A^T A), A = a I
     >>> g = transform_gradient(np.eye(2), np.eye(2), np.eye(2), 1.0, 1.0, 1.0)
     >>> g   # 0 + A + 0 - 2 A
@@ -545,7 +545,7 @@ def transform_singular_values(s, c, lambda2=16.0, lambda3=16.0, lambda4=16.0):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._transform import transform_singular_values
+    >>> from ntnumba.model.transform import transform_singular_values
     >>> r = transform_singular_values([0.0, 1.0, 10.0], 1.0, 1.0, 1.0, 1.0)
     >>> p = 2 * r**4 + (1 + 1 - 2) * r**2 - np.array([0.0, 1.0, 10.0]) * r - 2
     >>> bool(np.all(r > 0)), bool(np.allclose(p, 0))
@@ -1212,7 +1212,7 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._transform import update_transform, transform_objective
+    >>> from ntnumba.model.transform import update_transform, transform_objective
     >>> rng = np.random.default_rng(0)
     >>> X = rng.standard_normal((40, 4))
     >>> Ybar = rng.standard_normal((40, 6))
@@ -1288,7 +1288,7 @@ def identity_transform(N, dtype=np.float64):
 
     Examples
     --------
-    >>> from ntnumba._transform import identity_transform
+    >>> from ntnumba.model.transform import identity_transform
     >>> identity_transform(2)
     array([[1., 0.],
            [0., 1.]])

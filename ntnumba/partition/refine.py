@@ -1,7 +1,7 @@
 """Label refinement: the partition recomputed with the *learned* representations.
 
 With ``assign="graph"`` the clusters are a spectral partition of the k-NN graph of the samples'
-angular similarity with mutual-rank edge weights (:mod:`ntnumba._graph`, the large-``M`` limit
+angular similarity with mutual-rank edge weights (:mod:`ntnumba.partition.graph`, the large-``M`` limit
 of the NT similarity of a random map); the iterations of the learning problem (Stages 1-3:
 ``A``, ``tau``, ``nu`` with the paper's objective) then fit the model to that partition. Left
 alone, the partition never changes: what learning does is invisible in the labels.
@@ -18,8 +18,8 @@ the model was fitted to, and a partition that cut a class in two (or merged two)
 repaired there; it also drops what the data's graph knew. The step (:func:`refine`) therefore
 *adds* the learned map's view to the data's graph instead of replacing it: the k-NN graphs of
 the data (the initial partition's graph: its rows, near-copy factor and mutual-rank weights,
-built by the same functions, :func:`ntnumba._graph.neighbour_lists` and
-:func:`ntnumba._graph.weighted_graph`) and of the learned map (similarity weights), their sum,
+built by the same functions, :func:`ntnumba.partition.graph.neighbour_lists` and
+:func:`ntnumba.partition.graph.weighted_graph`) and of the learned map (similarity weights), their sum,
 each edge weighted
 by the share of the two partitions (the current one and the learned graph's own spectral
 partition) that keep its two ends together (a co-association), and the spectral partition of
@@ -90,7 +90,7 @@ the package does not keep, except the runs of ``relabel=1`` itself (the suite's 
 Cross-fitting (out-of-fold learning), against the self-confirmation of the steps above (the
 map judges the labels it was fitted to): the samples split into ``F`` folds stratified by
 ``initial_labels_`` (seeded by the fit's seed); for each fold, one iteration of Stages 1-3
-(:func:`ntnumba._driver.iterate`, the labels fixed) from the fit's initial ``A`` and ``nu``
+(:func:`ntnumba.engine.loop.iterate`, the labels fixed) from the fit's initial ``A`` and ``nu``
 (``tau`` from the training folds' means) on the *other* folds only; every sample is then judged
 by a map that was not fitted to its own label. The new labels are scored directly (no
 iteration after them); CA / NMI minus ``initial_labels_`` as above (means over all 24 and 19
@@ -98,7 +98,7 @@ sets), moved only on the 15 development and 9 check sets where :func:`learned_ma
 (elsewhere nothing changes); ``F = 3``,
 1 seed unless marked. Controls: the same evidence from the initial random map ``A_0`` (no
 learning) and from the data's graph rows (no map). All measured before the principal-directions
-rule of ``representation="auto"`` (:func:`ntnumba._select.truncated_partition`, which changed
+rule of ``representation="auto"`` (:func:`ntnumba.partition.select.truncated_partition`, which changed
 the initial partition of COIL-20 and of some check sets). Development scripts on fits the package
 does not keep (load 3-8); the out-of-fold step alone (3 folds, the vote of the learned map)
 takes 0.7-6.1 times the default fit's time (COIL-20 2.9, Extended Yale B 1.9, USPS 1.7,
@@ -241,7 +241,7 @@ def match_labels(labels, reference, n_clusters):
 
     Examples
     --------
-    >>> from ntnumba._refine import match_labels
+    >>> from ntnumba.partition.refine import match_labels
     >>> match_labels([1, 1, 0, 0, 2], [0, 0, 1, 1, 1], 3).tolist()
     [0, 0, 1, 1, 2]
     """
@@ -263,7 +263,7 @@ def normalised_cut(W, labels, n_clusters):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._refine import normalised_cut
+    >>> from ntnumba.partition.refine import normalised_cut
     >>> W = np.array([[0, 1, 0.1, 0], [1, 0, 0, 0], [0.1, 0, 0, 1], [0, 0, 1, 0]])
     >>> round(normalised_cut(W, np.array([0, 0, 1, 1]), 2), 6)
     0.095238
@@ -293,12 +293,12 @@ def within_rows(Q, labels, r):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._refine import within_rows
+    >>> from ntnumba.partition.refine import within_rows
     >>> Q = np.array([[0.0, 5.0], [0.0, -5.0], [9.0, 5.0], [9.0, -5.0]])
     >>> within_rows(Q, np.array([0, 0, 1, 1]), 1).tolist()   # the within-cluster axis goes
     [[-4.5, 0.0], [-4.5, 0.0], [4.5, 0.0], [4.5, 0.0]]
     """
-    from . import _graph
+    from . import graph
 
     Q = np.asarray(Q, dtype=np.float64)
     mean = Q.mean(axis=0)
@@ -309,40 +309,40 @@ def within_rows(Q, labels, r):
     for c in np.unique(labels):
         sel = labels == c
         R[sel] -= R[sel].mean(axis=0)
-    _, V = _graph.shared_directions(R, r)
-    return _graph.remove_shared(Q, mean, V)
+    _, V = graph.shared_directions(R, r)
+    return graph.remove_shared(Q, mean, V)
 
 
 def learned_map_applies(X, p):
     """Whether the partition of the learned map can be used for ``X``.
 
-    Not when a representation rule of ``representation="auto"`` (:mod:`ntnumba._select`)
+    Not when a representation rule of ``representation="auto"`` (:mod:`ntnumba.partition.select`)
     applies: those rules act on the initial map and the graph (standardised columns of the
     initial ``A``, a constant coordinate for data of at most 16 features), and the learned map,
     kept well conditioned by its priors, does not carry them (measured: on raw wine, raw
     breast_cancer and scaled blobs the partition of the learned map fell to 50-72% CA).
     """
-    from . import _select
+    from . import select
 
     if getattr(p, "representation", "as-is") != "auto":
         return True
-    return (X.shape[1] > _select.FEW_FEATURES and _select.feature_weights(X) is None)
+    return (X.shape[1] > select.FEW_FEATURES and select.feature_weights(X) is None)
 
 
 def graph_of_rows(Y, k, random_state=0, weighting="similarity", check=None):
     """The k-NN graph of the rows ``Y`` by the graph's angular similarity, ``k`` neighbours
     (at most ``n - 1``), built as the graph partition builds its graph: the lists of
-    :func:`ntnumba._graph.neighbour_lists`, the edge weights of
-    :func:`ntnumba._graph.weighted_graph` (``"similarity"``: the symmetrised similarities;
+    :func:`ntnumba.partition.graph.neighbour_lists`, the edge weights of
+    :func:`ntnumba.partition.graph.weighted_graph` (``"similarity"``: the symmetrised similarities;
     ``"mutual-rank"``: the graph partition's weights). ``check(K)``: a memory check before
     the lists of ``K`` neighbours are searched (``neighbour_lists``)."""
-    from . import _graph
+    from . import graph
 
     n = Y.shape[0]
     k = min(n - 1, int(k))
-    nn, sim, _ = _graph.neighbour_lists(Y, k, 1, weighting, random_state=random_state,
+    nn, sim, _ = graph.neighbour_lists(Y, k, 1, weighting, random_state=random_state,
                                         check=check)
-    return _graph.weighted_graph(nn, sim, k, n, weighting)
+    return graph.weighted_graph(nn, sim, k, n, weighting)
 
 
 def coassociation_weights(W, partitions):
@@ -352,7 +352,7 @@ def coassociation_weights(W, partitions):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._refine import coassociation_weights
+    >>> from ntnumba.partition.refine import coassociation_weights
     >>> W = np.array([[0, 1.0, 2.0], [1.0, 0, 4.0], [2.0, 4.0, 0]])
     >>> coassociation_weights(W, [np.array([0, 0, 1]), np.array([0, 1, 1])]).toarray().tolist()
     [[0.0, 0.5, 0.0], [0.5, 0.0, 2.0], [0.0, 2.0, 0.0]]
@@ -368,10 +368,10 @@ def coassociation_weights(W, partitions):
 
 def _spectral_partition(W, C, random_state):
     """The graph partition's step 3 on ``W``: ``cluster_qr`` of its ``C`` leading
-    eigenvectors (:func:`ntnumba._graph.spectral_embedding`)."""
-    from . import _graph
+    eigenvectors (:func:`ntnumba.partition.graph.spectral_embedding`)."""
+    from . import graph
 
-    return _graph.cluster_qr(_graph.spectral_embedding(W, C, random_state=random_state)[1])
+    return graph.cluster_qr(graph.spectral_embedding(W, C, random_state=random_state)[1])
 
 
 def refine(X, Z, labels, graph, p, random_state, n_shared=0, verbose=0):
@@ -379,9 +379,9 @@ def refine(X, Z, labels, graph, p, random_state, n_shared=0, verbose=0):
     the learned map's graph.
 
     Two k-NN graphs of the same samples, ``k = n_neighbors`` times the data's near-copy
-    factor (:func:`ntnumba._graph.copy_factor`): ``W_X``, the graph of the initial partition
+    factor (:func:`ntnumba.partition.graph.copy_factor`): ``W_X``, the graph of the initial partition
     (the rows ``X`` centred, the shared directions of ``graph`` removed,
-    :func:`ntnumba._graph.graph_rows`), and ``W_A``, that of the learned map (the rows ``Z``,
+    :func:`ntnumba.partition.graph.graph_rows`), and ``W_A``, that of the learned map (the rows ``Z``,
     :func:`metric_rows`, with the ``n_shared`` leading within-cluster directions removed,
     :func:`within_rows`). ``W_A``'s spectral partition ``P_A`` is computed; the edges of
     ``W_X + W_A`` are weighted by the share of the two partitions, ``labels`` and ``P_A``,
@@ -403,7 +403,7 @@ def refine(X, Z, labels, graph, p, random_state, n_shared=0, verbose=0):
         The current partition.
     graph : dict
         The initial partition's summary: ``"mean"`` and ``"V"`` of its rows.
-    p : ntnumba._driver.Params
+    p : ntnumba.engine.loop.Params
         ``n_clusters``, ``n_neighbors``.
     random_state : int
         Seed of the k-NN search (approximate only) and of the eigensolver.
@@ -420,9 +420,9 @@ def refine(X, Z, labels, graph, p, random_state, n_shared=0, verbose=0):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._driver import Params
-    >>> from ntnumba._graph import shared_directions
-    >>> from ntnumba._refine import refine
+    >>> from ntnumba.engine.loop import Params
+    >>> from ntnumba.partition.graph import shared_directions
+    >>> from ntnumba.partition.refine import refine
     >>> rng = np.random.default_rng(0)
     >>> X = np.repeat(3.0 * rng.standard_normal((2, 20)), 30, axis=0)
     >>> X += 0.3 * rng.standard_normal(X.shape)
@@ -432,30 +432,30 @@ def refine(X, Z, labels, graph, p, random_state, n_shared=0, verbose=0):
     >>> new.tolist() == [0] * 30 + [1] * 30, info["moved"]
     (True, 10)
     """
-    from . import _graph
+    from . import graph
 
     labels = np.asarray(labels, dtype=np.int64)
     if not learned_map_applies(X, p):
         return labels, None
     C = p.n_clusters
     X = np.asarray(X, dtype=np.float64)
-    first, inverse = _graph.distinct_rows(X)
+    first, inverse = graph.distinct_rows(X)
     if first.size <= C:
         return labels, None
     lab = labels[first]
-    say = _graph._Progress(verbose)
+    say = graph._Progress(verbose)
     k = p.n_neighbors
-    Yx = _graph.graph_rows(X[first], graph["mean"], graph["V"])
+    Yx = graph.graph_rows(X[first], graph["mean"], graph["V"])
 
     def check(K):  # the graph partition's memory check, for the two graphs' lists
-        _graph._check_graph_memory(first.size, X.shape[1], K, 2,
+        graph._check_graph_memory(first.size, X.shape[1], K, 2,
                                    "relabel's two k-NN graphs (relabel=0 has none)")
 
     # the initial partition's graph: its lists, near-copy factor and weights
-    nn, sim, copies = _graph.neighbour_lists(Yx, k, graph.get("copies"), PARTITION_WEIGHTING,
+    nn, sim, copies = graph.neighbour_lists(Yx, k, graph.get("copies"), PARTITION_WEIGHTING,
                                              random_state=random_state, check=check)
     kc = k * copies
-    Wx = _graph.weighted_graph(nn, sim, kc, first.size, PARTITION_WEIGHTING)
+    Wx = graph.weighted_graph(nn, sim, kc, first.size, PARTITION_WEIGHTING)
     nn = sim = None
     Wa = graph_of_rows(within_rows(np.asarray(Z, dtype=np.float64)[first], lab, n_shared), kc,
                        random_state)
@@ -463,7 +463,7 @@ def refine(X, Z, labels, graph, p, random_state, n_shared=0, verbose=0):
     part_a = _spectral_partition(Wa, C, random_state)
     W = coassociation_weights(Wx + Wa, [lab, part_a])
     new = _spectral_partition(W, C, random_state)
-    new = match_labels(_graph._relabel(new[inverse], C), labels, C)
+    new = match_labels(graph._relabel(new[inverse], C), labels, C)
     return new, {"moved": int(np.count_nonzero(new != labels))}
 
 
@@ -491,7 +491,7 @@ def metric_rows(X, A):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._refine import metric_rows
+    >>> from ntnumba.partition.refine import metric_rows
     >>> rng = np.random.default_rng(0)
     >>> X, A = rng.standard_normal((4, 3)), rng.standard_normal((7, 3))
     >>> Z = metric_rows(X, A)
@@ -527,7 +527,7 @@ def prototype_partition(Z, labels, n_clusters, max_steps=PROTOTYPE_STEPS):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._refine import prototype_partition
+    >>> from ntnumba.partition.refine import prototype_partition
     >>> Z = np.array([[0.0], [1.0], [2.0], [9.0], [10.0]])
     >>> prototype_partition(Z, np.array([0, 0, 1, 1, 1]), 2).tolist()
     [0, 0, 0, 1, 1]
@@ -553,7 +553,7 @@ def prototype_partition(Z, labels, n_clusters, max_steps=PROTOTYPE_STEPS):
 
 def coarse_graph(rows, p, random_state=0, check=None):
     """The graph partition's k-NN graph (mutual-rank weights, :func:`graph_of_rows`) of the
-    graph rows ``rows`` (:func:`ntnumba._graph.graph_rows` of the initial partition, distinct
+    graph rows ``rows`` (:func:`ntnumba.partition.graph.graph_rows` of the initial partition, distinct
     rows) with ``COARSE * n_neighbors`` neighbours (at most ``n - 1``); ``check``: the memory
     check (:func:`graph_of_rows`)."""
     return graph_of_rows(rows, COARSE * p.n_neighbors, random_state, PARTITION_WEIGHTING,
@@ -582,10 +582,10 @@ def prototype_refine(Z, rows, labels, p, random_state=0):
     Z : ndarray of shape (n, d)
         The rows in the transform domain's metric (:func:`metric_rows`).
     rows : ndarray of shape (n, m)
-        The rows the graph partition compared (:func:`ntnumba._graph.graph_rows`).
+        The rows the graph partition compared (:func:`ntnumba.partition.graph.graph_rows`).
     labels : ndarray of shape (n,)
         The current partition.
-    p : ntnumba._driver.Params
+    p : ntnumba.engine.loop.Params
         ``n_clusters``, ``n_neighbors``.
     random_state : int
         Seed of the k-NN search (used by the approximate search only).
@@ -603,8 +603,8 @@ def prototype_refine(Z, rows, labels, p, random_state=0):
     Two blobs that touch, and a partition with a third of one blob on the wrong side:
 
     >>> import numpy as np
-    >>> from ntnumba._driver import Params
-    >>> from ntnumba._refine import prototype_refine
+    >>> from ntnumba.engine.loop import Params
+    >>> from ntnumba.partition.refine import prototype_refine
     >>> rng = np.random.default_rng(0)
     >>> X = np.r_[rng.normal(-2.0, 1.0, (40, 2)), rng.normal(2.0, 1.0, (40, 2))]
     >>> wrong = (X[:, 0] > -1.0).astype(int)
@@ -612,16 +612,16 @@ def prototype_refine(Z, rows, labels, p, random_state=0):
     >>> info["kept"], float(np.mean(new == np.repeat([0, 1], 40))) > 0.9
     (True, True)
     """
-    from . import _graph
+    from . import graph
 
     labels = np.asarray(labels, dtype=np.int64)
     new = prototype_partition(Z, labels, p.n_clusters)
     if np.array_equal(new, labels):
         return labels, {"kept": False}
     # equal rows are one node, as in the graph partition (copies must not fill the lists)
-    first, _ = _graph.distinct_rows(np.asarray(rows, dtype=np.float64))
+    first, _ = graph.distinct_rows(np.asarray(rows, dtype=np.float64))
     W = coarse_graph(np.asarray(rows, dtype=np.float64)[first], p, random_state,
-                     check=lambda K: _graph._check_graph_memory(
+                     check=lambda K: graph._check_graph_memory(
                          first.size, np.shape(rows)[1], K, 1,
                          "the prototype step's coarse k-NN graph (prototypes=False has none)"))
     cuts = (normalised_cut(W, labels[first], p.n_clusters),

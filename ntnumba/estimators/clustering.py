@@ -9,15 +9,18 @@ from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluste
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _driver, _passes, _persistence
-from . import _graph, _select
-from ._passes import best_scores as _best_scores
-from ._passes import tukey_fence as _tukey_fence
-from ._stage1 import RULES, assign
-from ._stream import LocalBackend, MemoryBlocks, memory_source
-from ._transform import TransformStatistics
-from ._validation import check_bool, check_choice, check_finite, check_scalar, check_seed
-from ._validation import user_stacklevel
+from ..engine import loop
+from ..engine import passes
+from ..io import persistence
+from ..partition import graph
+from ..partition import select
+from ..engine.passes import best_scores as _best_scores
+from ..engine.passes import tukey_fence as _tukey_fence
+from ..model.stage1 import RULES, assign
+from ..engine.sources import LocalBackend, MemoryBlocks, memory_source
+from ..model.transform import TransformStatistics
+from ..core.validation import check_bool, check_choice, check_finite, check_scalar, check_seed
+from ..core.validation import user_stacklevel
 
 INITS = {"random", "k-means++", "kmeans", "graph"}
 _INT32_MAX = np.iinfo(np.int32).max
@@ -74,14 +77,14 @@ def _pass_soft_scores(Xk, carry, match_k, est, index):
     """Pass over a block of training rows: ``est._soft_scores`` (``match_k``: the reference
     row of each row, see ``NTClustering._graph_vote``; a row outside the reference sample
     that equals a reference row is matched to it, as in ``predict``, by ``index``, the
-    :class:`ntnumba._passes.RowIndex` of the reference rows ``est._fit_X``; None: every row
+    :class:`ntnumba.engine.passes.RowIndex` of the reference rows ``est._fit_X``; None: every row
     is matched already, or the rule votes with no reference set)."""
     if index is not None:
         match_k = (np.full(Xk.shape[0], -1, dtype=np.int64) if match_k is None
                    else np.array(match_k, dtype=np.int64))
         out = np.flatnonzero(match_k < 0)
         if out.size:
-            match_k[out] = _passes.row_matches(np.ascontiguousarray(Xk[out]), index)
+            match_k[out] = passes.row_matches(np.ascontiguousarray(Xk[out]), index)
     return est._soft_scores(Xk, match=match_k)
 
 
@@ -96,7 +99,7 @@ def auto_components(n_features):
 
     Examples
     --------
-    >>> from ntnumba._estimator import auto_components
+    >>> from ntnumba.estimators.clustering import auto_components
     >>> [auto_components(n) for n in (4, 500, 2100, 3000)]
     [2100, 2100, 2100, 3000]
     """
@@ -203,7 +206,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         representations, after removing the principal directions shared by all clusters (what
         the similarity parameters ``nu`` stand for); it is computed once from the initial
         transform and kept, and the iterations fit ``tau``, ``nu`` and ``A`` to it. See
-        ``ntnumba/_graph.py`` and ``docs/results.md``. At most a quarter of the rank of the data
+        ``ntnumba/partition/graph.py`` and ``docs/results.md``. At most a quarter of the rank of the data
         is removed (without that cap it failed on low-dimensional blobs, e.g. 3 Gaussian blobs
         in 6 dimensions: ARI ~0; now 1.0, ``tests/test_graph.py``). The similarity depends on
         angles, not norms: on data of 2-3 features prefer ``"objective"``.
@@ -237,7 +240,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         With more features, the partition of the samples on their ``4 n_clusters`` leading
         principal directions replaces that of the samples when its normalised cut is lower by
         more than 2% (new samples are still compared in all features). All are decided from
-        the data alone (``ntnumba/_select.py``, ``docs/dev_results.md``). ``"as-is"``: none.
+        the data alone (``ntnumba/partition/select.py``, ``docs/dev_results.md``). ``"as-is"``: none.
     relabel : int, default 0
         ``assign="graph"`` with a learned map: after each of the first ``relabel`` iterations
         the partition is computed again, and the next iteration fits the model to it. The
@@ -247,7 +250,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         partition; its ``n_shared`` leading within-cluster directions removed) are summed,
         every edge weighted by the share of two partitions, the current one and the learned
         graph's own, that keep its ends in one cluster (1, 1/2 or 0), and that graph is
-        partitioned (``ntnumba/_refine.py``). Nothing is recomputed when a representation
+        partitioned (``ntnumba/partition/refine.py``). Nothing is recomputed when a representation
         rule of ``representation="auto"`` applies (at most 16 features, or features of very
         different scales: the learned map does not carry those rules). Needs
         ``max_iter >= relabel + 1`` (else a ``UserWarning``: the steps without a following
@@ -288,7 +291,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         there it leaves them unchanged. The same step in the data's own metric (``A = I``)
         did as well, so the gain came from the prototype view, not from the learned ``A``.
         Fit time 0.83-1.42 times the default's on the development sets where it runs, 1 seed,
-        load 8 (the coarser graph's k-NN search and the nearest-mean steps). ``ntnumba/_refine.py``.
+        load 8 (the coarser graph's k-NN search and the nearest-mean steps). ``ntnumba/partition/refine.py``.
         ``partial_fit`` does not run it (a ``UserWarning`` says so). With ``relabel`` as well
         the step comes first: the partition recomputed at the start of iteration 2 is judged
         against its partition.
@@ -494,7 +497,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         n_neighbors = check_scalar(self.n_neighbors, "n_neighbors", low=1, integer=True)
         n_shared = self._check_n_shared()
         representation = check_choice(self.representation, "representation",
-                                      set(_select.REPRESENTATIONS))
+                                      set(select.REPRESENTATIONS))
         frac = self.online_fraction
         if frac is not None:
             frac = check_scalar(frac, "online_fraction", low=0.0, low_inclusive=False, high=1.0)
@@ -528,7 +531,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                 raise ValueError("n_jobs: must be a positive integer, -1 or None, got 0")
         check_scalar(self.verbose, "verbose", low=0, integer=True)
         self._scaling_mode()
-        return _driver.Params(n_clusters=C, n_components=M, n_similarity=Cs, rule=rule,
+        return loop.Params(n_clusters=C, n_components=M, n_similarity=Cs, rule=rule,
                               init=init, online_fraction=frac, online_rate=rate,
                               n_neighbors=n_neighbors, n_shared=n_shared,
                               representation=representation, relabel=relabel,
@@ -541,7 +544,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         v = self.n_shared
         if isinstance(v, str):
             check_choice(v, "n_shared", {"auto"})
-            return tuple(_graph.DEFAULT_SHARED)
+            return tuple(graph.DEFAULT_SHARED)
         if isinstance(v, (list, tuple, np.ndarray)):
             if len(v) == 0:
                 raise ValueError("n_shared: expected 'auto', an int >= 0 or a non-empty "
@@ -572,8 +575,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         return check_choice(self.scaling, "scaling", {"rms", "standard", "none"})
 
     def _rms_scale(self, X):
-        """:func:`ntnumba._driver.rms_scale` of the array ``X`` (as ``_scaled`` sees it)."""
-        return _driver.rms_scale(MemoryBlocks(X), self._scaling_mode())
+        """:func:`ntnumba.engine.loop.rms_scale` of the array ``X`` (as ``_scaled`` sees it)."""
+        return loop.rms_scale(MemoryBlocks(X), self._scaling_mode())
 
     def _standardise(self, X, learn):
         """``scaling="standard"``: ``X`` centred and scaled per feature, and the statistics
@@ -627,7 +630,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             Without ``chunk_size`` the fit of more than 20000 rows uses the same reference
             sample, and when ``A X`` and the representations (``2 n n_components`` values)
             would take more than 256 MiB it runs over blocks of rows the same way (``X`` stays in
-            memory; ``ntnumba._stream.MEMORY_BUDGET``).
+            memory; ``ntnumba.engine.sources.MEMORY_BUDGET``).
 
         Returns
         -------
@@ -666,7 +669,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             src.close()
 
     def _fit_source(self, src, callback, checked=None, stats=None):
-        """Fit over a row-block source (:mod:`ntnumba._stream`, :mod:`ntnumba.dask`).
+        """Fit over a row-block source (:mod:`ntnumba.engine.sources`, :mod:`ntnumba.dask`).
 
         Transactional: the fitted state is assembled aside and assigned at once at the end, so
         a fit that raises (bad input, MemoryError, an interrupt before the first complete
@@ -690,16 +693,16 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         seed = check_random_state(self.random_state).randint(_INT32_MAX)
         # every BLAS call of the fit (X A^T, the graph) under the fit's BLAS thread policy
         # (also: the same BLAS calls whatever another thread's fit does meanwhile)
-        with _numba_threads(self.n_jobs), _driver.blas_context():
-            src.set_scale(self.scale_ if warm else _driver.rms_scale(src, self._scaling_mode()))
+        with _numba_threads(self.n_jobs), loop.blas_context():
+            src.set_scale(self.scale_ if warm else loop.rms_scale(src, self._scaling_mode()))
             w = None
             if warm:
                 w = (self._state, np.random.RandomState())
                 w[1].set_state(self._rng_state)
-            state, rng, ctx = _driver.fit(src, p, seeds=seeds, seed=seed, warm=w,
+            state, rng, ctx = loop.fit(src, p, seeds=seeds, seed=seed, warm=w,
                                           verbose=self.verbose, callback=callback)
             attrs = self._with_training_scores(
-                src, _driver.fitted_attributes(ctx, state, rng, p, seed))
+                src, loop.fitted_attributes(ctx, state, rng, p, seed))
         if warm and hasattr(self, "initial_labels_"):  # a continued fit keeps its start
             attrs.setdefault("initial_labels_", self.initial_labels_)
         attrs.update(stats or {})
@@ -814,10 +817,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         else:
             rng = np.random.RandomState(check_random_state(self.random_state).randint(_INT32_MAX))
             stream = {"theta": None, "transform": None, "ref": None,
-                      "scale": _driver.rms_scale(src, self._scaling_mode())}
-        with _numba_threads(self.n_jobs), _driver.blas_context():
+                      "scale": loop.rms_scale(src, self._scaling_mode())}
+        with _numba_threads(self.n_jobs), loop.blas_context():
             src.set_scale(stream["scale"])
-            attrs, stream = _driver.partial(src, state, rng, p, stream, forget, seed,
+            attrs, stream = loop.partial(src, state, rng, p, stream, forget, seed,
                                             verbose=self.verbose)
             attrs = self._with_training_scores(src, attrs, stream["ref"][0] is src.X
                                                if stream["ref"] is not None else False)
@@ -862,9 +865,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                 match[rows] = np.arange(n_ref)
         index = None  # the reference rows sorted once for all blocks (rows not matched yet)
         if attrs["_p"].rule == "graph" and (match is None or np.any(match < 0)):
-            index = _passes.RowIndex(attrs["_fit_X"])
+            index = passes.RowIndex(attrs["_fit_X"])
         args = [(None if match is None else match[s:e],) for s, e in src.bounds]
-        with _driver.blas_context():
+        with loop.blas_context():
             res = src.map(_pass_soft_scores, args, (tmp, index))
             set_training_scores(tmp, attrs["labels_"], np.concatenate([r[0] for r in res]),
                                 np.concatenate([r[1] for r in res]))
@@ -897,15 +900,15 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
 
     def _graph_rows(self, X, ref=None):
         """The rows the graph rule compares for the scaled rows ``X`` (the fit's weights,
-        mean, shared directions and constant coordinate: :func:`ntnumba._graph.graph_rows`,
+        mean, shared directions and constant coordinate: :func:`ntnumba.partition.graph.graph_rows`,
         the representation rules from the reference set ``ref``, default ``_fit_X``)."""
-        return _passes.space_rows(X, self._vote_space(ref))
+        return passes.space_rows(X, self._vote_space(ref))
 
     def _vote_space(self, ref=None):
-        """:func:`ntnumba._passes.vote_space` of the fit (reference set ``ref``, default
+        """:func:`ntnumba.engine.passes.vote_space` of the fit (reference set ``ref``, default
         ``_fit_X``)."""
         ref = self._fit_X if ref is None else ref
-        return _passes.vote_space(ref, self.shared_mean_, self.shared_components_,
+        return passes.vote_space(ref, self.shared_mean_, self.shared_components_,
                                   self._p.representation)
 
     def _stage1(self, X, return_details=False, scaled=False):
@@ -917,7 +920,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         per-sample cost of those candidates) as for the other rules. Runs with the fit's BLAS
         thread count (OpenBLAS threads spinning after ``X A^T`` would compete with Stage 1's).
         """
-        with _driver.blas_context():
+        with loop.blas_context():
             return self._stage1_body(X, return_details, scaled)
 
     def _stage1_body(self, X, return_details, scaled):
@@ -925,10 +928,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         A = self._state.A
         if not scaled:
             X = self._scaled(X, self.scale_)
-        Q = _driver.compute_Q(X, A, p.learn_transform)
+        Q = loop.compute_Q(X, A, p.learn_transform)
         if p.rule == "graph":
             labels, rscore, _ = self._graph_vote(X)
-            sim, Y, cost = _graph.restricted_stage1(Q, self.dissimilarity_, self.similarity_,
+            sim, Y, cost = graph.restricted_stage1(Q, self.dissimilarity_, self.similarity_,
                                                     labels, p.lambda0, p.lambda1, p.lambda_a)
             out = (labels, sim, Y, rscore[:, None])
             return out + ({"cost": cost},) if return_details else out
@@ -949,12 +952,12 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """
         p = self._p
         ref = self._fit_X
-        match = (_passes.row_matches(X, ref) if match is None
+        match = (passes.row_matches(X, ref) if match is None
                  else np.asarray(match, dtype=np.int64))
         hit = match >= 0
         space = self._vote_space(ref)
-        labels, score, shares = _passes.graph_vote(
-            X, space, _passes.space_rows(ref, space), self._fit_ref_labels(), p, match=match,
+        labels, score, shares = passes.graph_vote(
+            X, space, passes.space_rows(ref, space), self._fit_ref_labels(), p, match=match,
             return_votes=True)
         if hasattr(self, "outlier_scores_"):
             ref_scores = self._ref_values(self.outlier_scores_)
@@ -968,7 +971,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         p = self._p
         if p.rule == "graph":  # the vote compares graph rows: no Q
             return self._graph_vote(X, match)[1:]
-        Q = _driver.compute_Q(X, self._state.A, p.learn_transform)
+        Q = loop.compute_Q(X, self._state.A, p.learn_transform)
         # every candidate's score (the pruned Stage 1 of predict leaves the losers at +inf)
         scores = assign(Q, self.dissimilarity_, self.similarity_, p.lambda0, p.lambda1,
                         rule=p.rule, lambda_a=p.lambda_a)[3]
@@ -983,7 +986,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         closed-form extension): the rows of ``X`` as the graph compared the training samples
         (scaled, weighted, centred, the shared directions removed) vote with their graph
         similarity (the squared arc-cosine kernel of their angle; the kernel is the limit of the
-        NT similarity of random codes, see ``ntnumba/_graph.py``) for the labels of their ``n_neighbors`` most similar training samples; a row equal to a training
+        NT similarity of random codes, see ``ntnumba/partition/graph.py``) for the labels of their ``n_neighbors`` most similar training samples; a row equal to a training
         sample (byte for byte, in the training dtype) keeps that sample's label, so
         ``fit(X).predict(X)`` equals ``fit_predict(X)`` (``labels_``) for every rule. With
         ``fit(X, chunk_size=...)`` and partial/Dask fits ``labels_`` of the samples outside the
@@ -1077,7 +1080,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """
         check_is_fitted(self)
         X = self._check_X(X, reset=False)
-        with _numba_threads(self.n_jobs), _driver.blas_context():
+        with _numba_threads(self.n_jobs), loop.blas_context():
             return self._soft_scores(self._scaled(X, self.scale_))[1]
 
     @property
@@ -1174,13 +1177,13 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         >>> path.endswith(".npz"), load(path).n_iter_ == model.n_iter_
         (True, True)
         """
-        return _persistence.save_model(self, path)
+        return persistence.save_model(self, path)
 
     @staticmethod
     def _max_graph_copies(n_ref, p):
         """The largest near-copy factor a graph fit of ``n_ref`` reference rows can record
-        (:func:`ntnumba._graph.max_copy_factor`; :func:`load` refuses a larger one)."""
-        return _graph.max_copy_factor(n_ref, p.n_neighbors)
+        (:func:`ntnumba.partition.graph.max_copy_factor`; :func:`load` refuses a larger one)."""
+        return graph.max_copy_factor(n_ref, p.n_neighbors)
 
     def _restore_loaded(self, p, prototypes_pending=False, rng_state=None, ref_rows=None,
                         stream=None, sums_kept=True, copies=None):
@@ -1188,12 +1191,12 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         ``prototypes_pending``: the file's prototype step is still to be done; ``rng_state``:
         the fit's random stream, None in files before version 3: restarted; ``ref_rows``: the
         training rows of the graph rule's reference set ``_fit_X``, None: all, in order;
-        ``stream``: ``partial_fit``'s running sums (``_persistence._read_stream``), None: the
+        ``stream``: ``partial_fit``'s running sums (``persistence._read_stream``), None: the
         file has none; ``sums_kept``: the file's version stores them when there are any;
         ``copies``: the graph's near-copy factor, None: not in the file, measured again)."""
         self._p = p
         A = self.components_
-        self._state = _driver.State(
+        self._state = loop.State(
             A=A if p.learn_transform else None, tau=self.dissimilarity_,
             nu=self.similarity_, labels=self.labels_, similarity_labels=self.similarity_labels_,
             objective_history=list(self.objective_history_), n_iter=self.n_iter_,
@@ -1258,4 +1261,4 @@ def load(path):
     >>> bool(np.array_equal(ntnumba.load(path).predict(X), model.predict(X)))
     True
     """
-    return _persistence.read_model(path, NTClustering)
+    return persistence.read_model(path, NTClustering)

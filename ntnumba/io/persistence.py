@@ -95,7 +95,7 @@ checked: finite parameters, representations, shared directions and objective his
 ``[0, n_similarity)``, increasing ``ref_rows_`` within ``[0, n)``, finite running sums
 (counts and sums of squares not negative), a positive finite ``scale_``, a random state
 that ``numpy.random.RandomState.set_state`` accepts, a near-copy factor that a fit can
-measure (:func:`ntnumba._graph.max_copy_factor`). Anything else is a ``ValueError`` naming the
+measure (:func:`ntnumba.partition.graph.max_copy_factor`). Anything else is a ``ValueError`` naming the
 file and the entry. ``save`` writes to a temporary file in the destination folder and renames
 it, so an interrupted save never leaves a truncated model behind.
 """
@@ -217,7 +217,7 @@ def save_model(model, path):
     """Write a fitted :class:`~ntnumba.NTClustering` to ``path`` (``.npz`` appended if absent)."""
     from sklearn.utils.validation import check_is_fitted
 
-    from . import __version__
+    from .. import __version__
     check_is_fitted(model)
     params = model.get_params()
     rs = params["random_state"]

@@ -1,6 +1,6 @@
 """Row blocks: where the rows of ``X`` live, and a map over them (see ``docs/scaling.md``).
 
-The driver (:mod:`ntnumba._driver`) runs every fit over a *row-block source*:
+The driver (:mod:`ntnumba.engine.loop`) runs every fit over a *row-block source*:
 
 * :class:`MemoryBlocks`: all of ``X`` in memory as one block (``fit(X)``, ``partial_fit``);
   nothing is copied, and the block's results (``Y`` of the iteration, ``Q = X A^T`` of the
@@ -22,7 +22,7 @@ calls ``fn(X_b, carry_b, *block_args[b], *common)`` for every block ``b`` (``X_b
 ``scale``; ``carry_b`` the dict a previous pass stored for the block). With ``store=True``
 ``fn`` returns ``(update, result)`` and ``update`` is merged into ``carry_b`` where the block
 lives. The results come back in block order, or folded in block order by ``combine`` (so the
-rounding never depends on timing). The pass functions are in :mod:`ntnumba._passes`.
+rounding never depends on timing). The pass functions are in :mod:`ntnumba.engine.passes`.
 """
 import mmap
 import os
@@ -32,7 +32,7 @@ import tempfile
 
 import numpy as np
 
-from ._validation import check_scalar
+from ..core.validation import check_scalar
 
 
 def check_source(X):
@@ -209,7 +209,7 @@ def memory_source(X, n_components):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._stream import memory_source
+    >>> from ntnumba.engine.sources import memory_source
     >>> type(memory_source(np.zeros((100, 5)), 2100)).__name__
     'MemoryBlocks'
     >>> type(memory_source(np.zeros((10 ** 5, 5)), 2100)).__name__
@@ -230,7 +230,7 @@ class MemoryBlocks(_Blocks):
     Examples
     --------
     >>> import numpy as np
-    >>> from ntnumba._stream import MemoryBlocks
+    >>> from ntnumba.engine.sources import MemoryBlocks
     >>> src = MemoryBlocks(np.ones((5, 2)))
     >>> src.bounds, src.map(lambda Xk, carry: float(Xk.sum()))
     ([(0, 5)], [10.0])
