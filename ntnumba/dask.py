@@ -42,7 +42,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from .estimators.clustering import NTClustering as _NTClustering
 from .estimators.clustering import is_fitted_name
-from .engine.sources import _Blocks, check_source, max_abs, read_block, sum_square
+from .engine.sources import Blocks, check_source, max_abs, read_block, sum_square
 
 __all__ = ["NTClustering", "DaskBackend", "ClusterError"]
 
@@ -175,7 +175,7 @@ def _as_dask(X, name="X"):
     return X.rechunk({1: -1})
 
 
-class DaskBackend(_Blocks):
+class DaskBackend(Blocks):
     """Row blocks of a dask array held as futures on a ``dask.distributed`` cluster.
 
     A row-block source of the driver (:mod:`ntnumba.engine.sources`): ``map(fn, ...)`` submits

@@ -108,7 +108,7 @@ def test_graph_partition_removes_the_shared_component():
         assert adjusted_rand_score(y, lab) == 1.0
         # candidates are capped at a quarter of the rank (N = 30): 7 directions
         assert set(info["labels"]) == {min(r, 7) for r in G.DEFAULT_SHARED}
-        assert info["ncut"][info["n_shared"]] <= min(info["ncut"].values()) + G._TIE
+        assert info["ncut"][info["n_shared"]] <= min(info["ncut"].values()) + G.TIE
     # without the removal the shared component mixes the clusters in at least one draw
     worst = min(adjusted_rand_score(*(_planted(s)[1], G.graph_partition(
         _planted(s)[0], 4, n_shared=0, random_state=0)[0])) for s in range(3))

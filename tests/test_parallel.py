@@ -101,7 +101,7 @@ def test_background_runs_on_a_pool_thread_only_inside_blas_limit_1():
 
 
 def test_kernels_without_a_python_wrapper_are_called_only_from_compiled_code():
-    # ``_quartic._internal`` kernels have no CPython wrapper (less compilation): a call from
+    # ``_quartic.internal_njit`` kernels have no CPython wrapper (less compilation): a call from
     # Python would crash the interpreter. Static check over the package, tests and benchmarks:
     # such a kernel is named only inside other compiled kernels.
     import ast
@@ -118,15 +118,15 @@ def test_kernels_without_a_python_wrapper_are_called_only_from_compiled_code():
     trees = {f: ast.parse(f.read_text()) for f in files}
     internal = {n.name for f, t in trees.items() if f.parent.name == "ntnumba"
                 for n in ast.walk(t) if isinstance(n, ast.FunctionDef)
-                and "_internal" in decorators(n)}
-    assert {"_solve_ratio", "_level", "_first_sums2"} <= internal
+                and "internal_njit" in decorators(n)}
+    assert {"solve_ratio", "_level", "_first_sums2"} <= internal
     offenders = []
     for f, tree in trees.items():
         compiled = {id(x) for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
-                    and decorators(n) & {"njit", "_internal"} for x in ast.walk(n)}
+                    and decorators(n) & {"njit", "internal_njit"} for x in ast.walk(n)}
         # a Python function or method of the same name in this file is another function
         own = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
-               and not decorators(n) & {"njit", "_internal"}}
+               and not decorators(n) & {"njit", "internal_njit"}}
         for n in ast.walk(tree):
             if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in compiled:
                 name = n.id if isinstance(n, ast.Name) else n.attr

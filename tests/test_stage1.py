@@ -570,7 +570,7 @@ def test_default_fit_compiles_each_kernel_once_and_no_safeguard():
     assert counts["ntnumba.model.stage1._assign_rows"] == 1
     assert counts["ntnumba.model.theta._tau_kernel"] == 1
     assert {k: c for k, c in counts.items() if c > 1} == {}
-    for name in ("model.stage1._solve_ratio", "model.stage1._safeguard",
+    for name in ("model.stage1.solve_ratio", "model.stage1._safeguard",
                  "model.stage1._inner_fixed_h"):
         assert counts["ntnumba." + name] == 0, name
 

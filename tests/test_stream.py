@@ -46,7 +46,9 @@ def _assert_same_fit(a, b, exact=False):
     # exact: the objective's terms are added in another order (last bit)
     np.testing.assert_allclose(b.objective_history_, a.objective_history_,
                                rtol=1e-14 if exact else OBJ_RTOL)
-    assert b.reject_threshold_ == pytest.approx(a.reject_threshold_, rel=1e-6)
+    # the objective rules' threshold is Q3^4 / Q1^3 of the costs (Tukey's far-out fence on a
+    # log scale): the relative differences of the quartiles add up about seven times
+    assert b.reject_threshold_ == pytest.approx(a.reject_threshold_, rel=7 * PARAM_RTOL)
 
 
 CONFIGS = [

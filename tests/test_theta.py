@@ -408,7 +408,7 @@ def test_argument_errors():
 
 
 def test_serial_row_kernels_match_the_parallel_ones_and_a_reference():
-    # the nu steps use serial twins of the row kernels for small calls (_rows_kernels): same
+    # the nu steps use serial twins of the row kernels for small calls (rows_kernels): same
     # values as the parallel kernels (bit for bit) and as a plain NumPy reference
     from ntnumba.model import theta as th
     rng = np.random.default_rng(3)
@@ -443,8 +443,8 @@ def test_serial_row_kernels_match_the_parallel_ones_and_a_reference():
             outs.append((a, b1, b2, p, m))
         for x, y in zip(*outs):
             np.testing.assert_array_equal(x, y)
-    assert th._rows_kernels(10, 100)[0] is th._rho_rows_s
-    assert th._rows_kernels(th._SERIAL_MAX, 2)[2] is th._weighted_signed_colsum
+    assert th.rows_kernels(10, 100)[0] is th._rho_rows_s
+    assert th.rows_kernels(th._SERIAL_MAX, 2)[2] is th._weighted_signed_colsum
 
 
 def test_clusters_left_by_the_fast_tau_kernel_equal_the_generic_kernel(monkeypatch):

@@ -32,7 +32,7 @@ from ..core.parallel import blas_context  # noqa: F401 - the fit's BLAS policy, 
 from .passes import compute_Q  # noqa: F401 - the driver's name for it
 from .sources import MemoryBlocks, block_rows
 from ..model.theta import data_terms, prior_up, solve_theta, theta_objective
-from ..model.transform import TransformStatistics, _regulariser, _regulariser_sv, update_transform
+from ..model.transform import TransformStatistics, stage3_regulariser, stage3_regulariser_sv, update_transform
 from ..core.validation import user_stacklevel
 
 #: Size of the reference sample of every fit (in memory, chunked, Dask): the initialisation and,
@@ -159,10 +159,10 @@ def _parameter_terms(A, tau, nu, p, sv=None):
     val = p.lambda_e * prior_up(tau, nu) if p.lambda_e != 0.0 else 0.0
     if p.learn_transform:
         if sv is not None:
-            val += _regulariser_sv(sv, A.shape[0], p.lambda2, p.lambda3, p.lambda4)
+            val += stage3_regulariser_sv(sv, A.shape[0], p.lambda2, p.lambda3, p.lambda4)
         else:
             A64 = np.asarray(A, dtype=np.float64)
-            val += _regulariser(A64.T @ A64, A64.shape[0], p.lambda2, p.lambda3, p.lambda4)
+            val += stage3_regulariser(A64.T @ A64, A64.shape[0], p.lambda2, p.lambda3, p.lambda4)
     return val
 
 

@@ -15,7 +15,7 @@ from ..partition import select
 from ..core.parallel import matmul as _matmul
 from ..core.parallel import run_ranges
 from ..model.stage1 import assign, trusted_inputs
-from ..model.theta import _rows_kernels, _statistics, data_terms, theta_objective
+from ..model.theta import rows_kernels, stage2_sums, data_terms, theta_objective
 from ..model.transform import assignment_statistics
 
 
@@ -90,7 +90,7 @@ def pass_stage1(Xk, carry, labels_k, A, tau, nu, p):
     Q = _q_of(Xk, carry, A, p)
     with trusted_inputs():  # Q comes from X and A, checked: no NaN scans of n x M inputs
         lab, sim, Y, _, cost = stage1(Q, tau, nu, p, labels_k)
-        st = _statistics(Q, np.ascontiguousarray(Y, dtype=Q.dtype), lab, sim,
+        st = stage2_sums(Q, np.ascontiguousarray(Y, dtype=Q.dtype), lab, sim,
                          np.asarray(tau, dtype=np.float64), np.asarray(nu, dtype=np.float64),
                          p.lambda0)
     return {"Y": Y, "Q": None, "Q_of": None}, ([lab], [sim], [cost], st)
@@ -112,7 +112,7 @@ def pass_alpha(Xk, carry, labels_k, tau):
     """``rho(y_i, tau_j1(i))`` of the block's samples."""
     Y = carry["Y"]
     out = np.empty(Y.shape[0])
-    _rows_kernels(*Y.shape)[0](Y, np.arange(Y.shape[0], dtype=np.int64), tau, labels_k, out)
+    rows_kernels(*Y.shape)[0](Y, np.arange(Y.shape[0], dtype=np.int64), tau, labels_k, out)
     return out
 
 
@@ -120,7 +120,7 @@ def pass_rho(Xk, carry, rows, zidx, Z):
     """``rho(y_i, Z[zidx_i])`` of the members ``rows`` of the block."""
     Y = carry["Y"]
     out = np.empty(rows.shape[0])
-    _rows_kernels(rows.shape[0], Y.shape[1])[0](Y, rows, Z, zidx, out)
+    rows_kernels(rows.shape[0], Y.shape[1])[0](Y, rows, Z, zidx, out)
     return out
 
 
@@ -128,7 +128,7 @@ def pass_rho2(Xk, carry, rows, z1, z2):
     """``rho(y_i, z1)`` and ``rho(y_i, z2)`` of the members ``rows`` in one pass."""
     Y = carry["Y"]
     o1, o2 = np.empty(rows.shape[0]), np.empty(rows.shape[0])
-    _rows_kernels(rows.shape[0], Y.shape[1])[1](Y, rows, z1, z2, o1, o2)
+    rows_kernels(rows.shape[0], Y.shape[1])[1](Y, rows, z1, z2, o1, o2)
     return o1, o2
 
 
@@ -137,7 +137,7 @@ def pass_colsum(Xk, carry, rows, w):
     Y = carry["Y"]
     M = Y.shape[1]
     pos, neg = np.empty(M), np.empty(M)
-    _rows_kernels(rows.shape[0], M)[2](Y, rows, w, pos, neg)
+    rows_kernels(rows.shape[0], M)[2](Y, rows, w, pos, neg)
     return pos, neg
 
 
@@ -151,7 +151,7 @@ def pass_row_hashes(Xk, carry):
     :func:`ntnumba.partition.graph.distinct_rows`)."""
     Xk = np.ascontiguousarray(Xk)
     h = np.empty(Xk.shape[0], dtype=np.uint64)
-    run_ranges(lambda a, b: graph._row_hashes(Xk, h, a, b), Xk.shape[0])
+    run_ranges(lambda a, b: graph.row_hashes(Xk, h, a, b), Xk.shape[0])
     return h
 
 

@@ -144,7 +144,7 @@ def take_rows(Xk, carry, rows):
     return Xk[rows]
 
 
-class _Blocks:
+class Blocks:
     """The map of a source whose blocks are reached from this process."""
 
     subsample = True   # above REFERENCE_SIZE rows the reference sample is drawn (driver)
@@ -221,7 +221,7 @@ def memory_source(X, n_components):
     return LocalBackend(X, max(1, BLOCK_BYTES // (n_components * item)))
 
 
-class MemoryBlocks(_Blocks):
+class MemoryBlocks(Blocks):
     """All of ``X`` (validated, C-contiguous float) as one block in memory.
 
     Nothing is copied except once by ``set_scale`` (``X * scale``, the input unchanged); the
@@ -274,7 +274,7 @@ class MemoryBlocks(_Blocks):
         self.carry[b].update(update)
 
 
-class LocalBackend(_Blocks):
+class LocalBackend(Blocks):
     """Blocks of rows of an array-like read one at a time; ``Y`` blocks in temporary files."""
 
     def __init__(self, X, chunk_size, tmp_dir=None):

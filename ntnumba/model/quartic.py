@@ -104,7 +104,7 @@ def _init_cache():
 CACHE = _init_cache()
 
 
-def _internal(**options):
+def internal_njit(**options):
     """``njit`` for kernels called only from other compiled kernels.
 
     They get no CPython and no C-callback wrapper, which takes about 15% off the first-call
@@ -115,13 +115,13 @@ def _internal(**options):
                 **options)
 
 
-@_internal()
+@internal_njit()
 def _cbrt(x):
     """``np.cbrt`` in one place: numba compiles its implementation once per call site."""
     return np.cbrt(x)
 
 
-@_internal()
+@internal_njit()
 def _cubic_largest_real_root(a2, a1, a0):
     """Largest real root of ``m^3 + a2 m^2 + a1 m + a0`` (Cardano / trigonometric form).
 
@@ -167,7 +167,7 @@ def _cubic_largest_real_root(a2, a1, a0):
     return m
 
 
-@_internal()
+@internal_njit()
 def _quad_roots(bq, cq, out, n):
     """Real roots of ``t^2 + bq t + cq``, appended to ``out[n:]``; returns the new count.
 
@@ -201,13 +201,13 @@ def _poly4(x, a, b, c, d):
     return (((x + a) * x + b) * x + c) * x + d
 
 
-@_internal()
+@internal_njit()
 def _poly4_abs(x, a, b, c, d):
     ax = abs(x)
     return (((ax + abs(a)) * ax + abs(b)) * ax + abs(c)) * ax + abs(d)
 
 
-@_internal()
+@internal_njit()
 def _polish4(x, a, b, c, d):
     fx = _poly4(x, a, b, c, d)
     for _ in range(_NEWTON_STEPS):
@@ -305,8 +305,8 @@ def _quartic_real_roots(a, b, c, d, out):
     return cnt
 
 
-@_internal()
-def _largest_positive_root(c3, c1, c0, buf):
+@internal_njit()
+def largest_positive_root(c3, c1, c0, buf):
     """Largest positive root of ``h^4 + c3 h^3 + c1 h + c0`` or -1.0 if there is none.
 
     ``buf`` is a float64 scratch array of length >= 8.

@@ -9,7 +9,7 @@ minimise the reduced objective
 with ``b = |q| - lambda1``, ``k = 1 + 2 lambda0 tau^2``, ``g`` and ``v`` the parts of
 ``tau_c1`` and ``nu_c2`` of the sign of ``q`` and ``lam = lambda0``. The candidate objective of
 ``algorithm.md`` is ``F = ||q||^2 / 2 + R``. The same reduced problem (other ``b, g, v, k``)
-is the tau prior of Stage 2, so :func:`_solve_ratio` is written for generic inputs.
+is the tau prior of Stage 2, so :func:`solve_ratio` is written for generic inputs.
 
 Precision: arrays are read in their own dtype (float32 or float64); every sum, the quartic and
 the returned scores are float64.
@@ -25,7 +25,7 @@ from numba import get_num_threads, njit
 from ..core.parallel import blas_limit
 from ..core.parallel import matmul as _matmul
 from ..core.parallel import run_ranges
-from .quartic import CACHE, _internal, _largest_positive_root
+from .quartic import CACHE, internal_njit, largest_positive_root
 from ..core.validation import as_float_array, check_choice, check_scalar
 
 # Inside an iteration of the driver, Q and Y are the kernels' own outputs (from an X validated
@@ -49,7 +49,7 @@ def trusted_inputs():
         _LOCAL.trusted = old
 
 
-def _as_float_2d(a, name, dtype=None):
+def as_float_2d(a, name, dtype=None):
     """:func:`as_float_array` (2-D); inside :func:`trusted_inputs` without the finite scan."""
     if getattr(_LOCAL, "trusted", False):
         arr = np.asarray(a)
@@ -60,12 +60,12 @@ def _as_float_2d(a, name, dtype=None):
     return as_float_array(a, name, ndim=2, dtype=dtype)
 
 
-# status codes of _solve_ratio
+# status codes of solve_ratio
 OK = 0              # support iteration converged from the plain soft-threshold support
 OK_SAFEGUARD = 1    # the safeguard (grid over h) found the returned point
 INVALID = -1        # rho(y, nu) = 0 or the infimum is only approached as y -> 0
 PRUNED = 2          # assign(prune=True): not evaluated, its lower bound exceeds the best score
-GENERIC = -2        # internal (_solve_si): SI+ did not settle, the safeguard must decide
+GENERIC = -2        # internal (solve_si): SI+ did not settle, the safeguard must decide
 
 _MAX_SI = 50         # support-iteration passes before falling back to the safeguard
 _GRID = 48           # h grid of the safeguard: points over its 9 decades below href
@@ -82,7 +82,7 @@ _VV_TINY = 2.0 ** -100
 _G_SCALED_MAX = 400  # the rescaling keeps g below 2^400 (Gg, Vv Gg finite)
 
 
-@_internal()
+@internal_njit()
 def _support_sums(b, g, v, k, mask):
     Vq = 0.0
     Vg = 0.0
@@ -102,7 +102,7 @@ def _support_sums(b, g, v, k, mask):
     return Vq, Vg, Vv, Gq, Gg
 
 
-@_internal()
+@internal_njit()
 def _eval_reduced(b, g, v, k, lam, a):
     """R(a) for a given a >= 0, and (g.a, v.a); +inf when v.a == 0."""
     quad = 0.0
@@ -119,7 +119,7 @@ def _eval_reduced(b, g, v, k, lam, a):
     return quad + lam * ga / va, ga, va
 
 
-@_internal()
+@internal_njit()
 def _support_iteration(b, g, v, k, lam, a, mask, qbuf):
     """SI+ of algorithm.md from the support in ``mask``. Returns (status, R) and leaves the
     minimiser in ``a``.
@@ -137,7 +137,7 @@ def _support_iteration(b, g, v, k, lam, a, mask, qbuf):
                 return INVALID, np.inf
             r = Gq / h
         else:
-            h = _largest_positive_root(-Vq, lam * (Vg * Vq - Vv * Gq),
+            h = largest_positive_root(-Vq, lam * (Vg * Vq - Vv * Gq),
                                        lam * lam * (Vv * Gg - Vg * Vg), qbuf)
             if h <= 0.0:
                 return INVALID, np.inf
@@ -154,7 +154,7 @@ def _support_iteration(b, g, v, k, lam, a, mask, qbuf):
     return INVALID, np.inf
 
 
-@_internal()
+@internal_njit()
 def _si_step(b, g, v, k, lh, lr, a, mask):
     """One step of SI+ at the level ``lh = lam / h``, ``lr = lh r``: the support
     ``mask = {t > 0}`` and the magnitudes ``a_j = max(t_j, 0) / k_j`` with the passes' ``t_j``
@@ -170,7 +170,7 @@ def _si_step(b, g, v, k, lh, lr, a, mask):
     return changed
 
 
-@_internal()
+@internal_njit()
 def _va_of(b, g, v, k, lh, mu):
     s = 0.0
     for j in range(b.shape[0]):
@@ -181,7 +181,7 @@ def _va_of(b, g, v, k, lh, mu):
     return s
 
 
-@_internal()
+@internal_njit()
 def _inner_fixed_h(b, g, v, k, lam, h, a):
     """Exact minimiser of R over {a >= 0, v.a = h} (a convex problem); returns R there.
 
@@ -226,13 +226,13 @@ def _inner_fixed_h(b, g, v, k, lam, h, a):
     return R
 
 
-@_internal()
+@internal_njit()
 def _grid_h(lhlo, m):
     """Grid point m of the safeguard: log h = lhlo + m * (9 ln 10 / (_GRID - 1))."""
     return np.exp(lhlo + m * (9.0 * np.log(10.0) / (_GRID - 1)))
 
 
-@_internal()
+@internal_njit()
 def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
     """Coarse grid over h = v.a with the exact inner problem and SI+ from each new support
     of the grid, then, for each of the ``_REFINE`` lowest local minima of the grid:
@@ -351,7 +351,7 @@ def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
     return OK_SAFEGUARD, bestR
 
 
-@_internal()
+@internal_njit()
 def _golden_h(b, g, v, k, lam, lhlo, mbest, Rbest, a):
     """Golden-section refinement of log h between the neighbours of grid point ``mbest``."""
     lo = np.log(_grid_h(lhlo, mbest - 1))
@@ -379,7 +379,7 @@ def _golden_h(b, g, v, k, lam, lhlo, mbest, Rbest, a):
     return hbest, fbest
 
 
-@_internal()
+@internal_njit()
 def _limit_at_zero(b, g, v, k, lam):
     """Infimum of R approached as v.a -> 0 (algorithm.md: 'the infimum only reached as y -> 0').
 
@@ -398,7 +398,7 @@ def _limit_at_zero(b, g, v, k, lam):
     return dec + lam * rmin
 
 
-@_internal()
+@internal_njit()
 def _tiny_v_exponent(g, v):
     """The exponent e >= 0 of the power of two that brings max(v) to [1/2, 1) (0: none needed).
 
@@ -423,7 +423,7 @@ def _tiny_v_exponent(g, v):
     return max(e, 0)
 
 
-@_internal()
+@internal_njit()
 def _scale_gv(g, v, e):
     """g, v *= 2^e in place (exact: the inverse call restores them bit for bit)."""
     for j in range(g.shape[0]):
@@ -431,8 +431,8 @@ def _scale_gv(g, v, e):
         v[j] = math.ldexp(v[j], e)
 
 
-@_internal()
-def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
+@internal_njit()
+def solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
     """Minimise R(a) = sum(k a^2/2 - b a) + lam g.a/v.a over a >= 0 (k > 0, g, v >= 0).
 
     Writes the minimiser to ``a`` and returns ``(status, R)``; ``R = +inf`` and ``a = 0`` when
@@ -484,15 +484,15 @@ def _solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
     return st, R
 
 
-@_internal()
+@internal_njit()
 def _si_start(b, g, v, k, lam, a, mask, qbuf):
-    """SI+ from the support {b > 0}: the first step of :func:`_solve_ratio`."""
+    """SI+ from the support {b > 0}: the first step of :func:`solve_ratio`."""
     for j in range(b.shape[0]):
         mask[j] = b[j] > 0.0
     return _support_iteration(b, g, v, k, lam, a, mask, qbuf)
 
 
-@_internal()
+@internal_njit()
 def _si_checked(b, g, v, k, lam, a, mask, qbuf):
     """SI+ from the support {b > 0}, INVALID when its point is not below the limit at zero.
 
@@ -505,9 +505,9 @@ def _si_checked(b, g, v, k, lam, a, mask, qbuf):
     return st, R
 
 
-@_internal()
+@internal_njit()
 def _checked(b, g, v, k, lam, a, st, R):
-    """The last step of :func:`_solve_ratio`: INVALID (and ``a = 0``) unless R is below the
+    """The last step of :func:`solve_ratio`: INVALID (and ``a = 0``) unless R is below the
     limit at zero."""
     if st != INVALID and not (R < _limit_at_zero(b, g, v, k, lam)):
         st = INVALID
@@ -518,11 +518,11 @@ def _checked(b, g, v, k, lam, a, st, R):
     return st, R
 
 
-@_internal()
-def _solve_si(b, g, v, k, lam, a, mask, qbuf):
-    """:func:`_solve_ratio` without its safeguard: the same ``(status, R)`` and ``a`` when SI+
+@internal_njit()
+def solve_si(b, g, v, k, lam, a, mask, qbuf):
+    """:func:`solve_ratio` without its safeguard: the same ``(status, R)`` and ``a`` when SI+
     settles below the limit at zero; ``(GENERIC, inf)`` otherwise (the caller then needs
-    :func:`_solve_ratio`).
+    :func:`solve_ratio`).
 
     The kernels' first pass uses it, so that the safeguard (most of the compiled code of the
     reduced problem) is compiled only when a problem needs it. Tiny ``v``: rescaled as there.
@@ -538,7 +538,7 @@ def _solve_si(b, g, v, k, lam, a, mask, qbuf):
     return st, R
 
 
-@_internal()
+@internal_njit()
 def _fill_candidate_inputs(q, tpos, tneg, tsq, npos, nneg, lam0, lam1, b, g, v, k):
     for j in range(q.shape[0]):
         qj = q[j]
@@ -571,7 +571,7 @@ def _candidate_scalar(q, tau, nu, lam0, lam1, safeguard):
     npos = np.maximum(nu, 0.0)
     nneg = np.maximum(-nu, 0.0)
     _fill_candidate_inputs(q, tpos, tneg, tau * tau, npos, nneg, lam0, lam1, b, g, v, k)
-    st, R = _solve_ratio(b, g, v, k, lam0, a, mask, work, qbuf, safeguard)
+    st, R = solve_ratio(b, g, v, k, lam0, a, mask, work, qbuf, safeguard)
     qq = 0.0
     for j in range(M):
         qq += q[j] * q[j]
@@ -593,7 +593,7 @@ def _candidate_scalar(q, tau, nu, lam0, lam1, safeguard):
 _FM = {"reassoc", "contract", "nsz", "arcp"}
 
 
-@_internal(fastmath=False)
+@internal_njit(fastmath=False)
 def _t_at(bj, gj, vj, lh, lr):
     """``t_j = b_j - lh g_j + lh r v_j`` at the level ``(h, r)`` (``lh = lam / h``, ``lr = lh r``).
 
@@ -609,7 +609,7 @@ def _t_at(bj, gj, vj, lh, lr):
     return bj - lh * gj + lr * vj
 
 
-@_internal(fastmath=_FM)
+@internal_njit(fastmath=_FM)
 def _fused_pass(b, g, v, ki, t2, cst, tsup):
     """One pass of SI+ with everything the next step needs, branch-free.
 
@@ -674,7 +674,7 @@ def _fused_pass(b, g, v, ki, t2, cst, tsup):
 # arithmetic, 8 or 16 lanes per vector); ``zero``/``cst`` carry typed constants so that no
 # float64 literal promotes the loop. Sums are returned in that dtype and widened by the caller.
 
-@_internal(fastmath=_FM)
+@internal_njit(fastmath=_FM)
 def _first_sums2(w, m, g, ki, v0, v1, zero):
     """Support sums of the first SI+ pass for the two candidates ``(c1, c2)``, ``(c1, c2 + 1)``.
 
@@ -710,7 +710,7 @@ def _first_sums2(w, m, g, ki, v0, v1, zero):
     return Gq, Gg, Vq0, Vg0, Vv0, Vq1, Vg1, Vv1
 
 
-@_internal(fastmath=_FM)
+@internal_njit(fastmath=_FM)
 def _first_sums1(w, m, g, ki, v0, zero):
     """:func:`_first_sums2` for one candidate: (Gq, Gg, Vq, Vg, Vv)."""
     Gq = zero
@@ -733,7 +733,7 @@ def _first_sums1(w, m, g, ki, v0, zero):
     return Gq, Gg, Vq0, Vg0, Vv0
 
 
-@_internal(fastmath=_FM)
+@internal_njit(fastmath=_FM)
 def _check_pass2(b, m, g, ki, t2, v0, v1, cst):
     """Second SI+ pass of two candidates from the first support S0 = {b > 0} (``m = [b > 0]``).
 
@@ -796,7 +796,7 @@ def _check_pass2(b, m, g, ki, t2, v0, v1, cst):
     return ch0, q0, ga0, va0, s0, d0, ch1, q1, ga1, va1, s1, d1
 
 
-@_internal(fastmath=_FM)
+@internal_njit(fastmath=_FM)
 def _check_pass1(b, m, g, ki, t2, v0, cst):
     """:func:`_check_pass2` for one candidate: (ch, quad, ga, va, sig, free)."""
     lh0 = cst[0]
@@ -830,7 +830,7 @@ def _check_pass1(b, m, g, ki, t2, v0, cst):
     return ch0, q0, ga0, va0, s0, d0
 
 
-@_internal()
+@internal_njit()
 def _level(Vq, Vg, Vv, Gq, Gg, lam, qbuf):
     """(ok, h, r) of the quartic on one support's sums; ok False when SI+ cannot continue
     (also for ``Vv < _VV_TINY``: the generic solvers rescale a tiny ``v``)."""
@@ -841,7 +841,7 @@ def _level(Vq, Vg, Vv, Gq, Gg, lam, qbuf):
         if h <= 0.0:
             return False, 0.0, 0.0
         return True, h, Gq / h
-    h = _largest_positive_root(-Vq, lam * (Vg * Vq - Vv * Gq),
+    h = largest_positive_root(-Vq, lam * (Vg * Vq - Vv * Gq),
                                lam * lam * (Vv * Gg - Vg * Vg), qbuf)
     if h <= 0.0:
         return False, 0.0, 0.0
@@ -851,7 +851,7 @@ def _level(Vq, Vg, Vv, Gq, Gg, lam, qbuf):
     return True, h, r
 
 
-@_internal()
+@internal_njit()
 def _si_from(b, g, v, ki, t2, lam, tsup, cst, qbuf, h, r):
     """SI+ continued by fused passes from the level (h, r) with the support ``{tsup > 0}``.
 
@@ -884,7 +884,7 @@ def _si_from(b, g, v, ki, t2, lam, tsup, cst, qbuf, h, r):
     return INVALID, np.inf, np.inf, 0.0, 0.0
 
 
-@_internal()
+@internal_njit()
 def _settle(ok, h, r, ch, quad, ga, va, sig, free, lam, b, g, v, ki, t2, m, fmask, fcst,
             qbuf):
     """Status of a candidate after its batched passes: (status, R, sP, h, r).
@@ -908,7 +908,7 @@ def _settle(ok, h, r, ch, quad, ga, va, sig, free, lam, b, g, v, ki, t2, m, fmas
     return _si_from(b, g, v, ki, t2, lam, fmask, fcst, qbuf, h, r)
 
 
-@_internal()
+@internal_njit()
 def _write_a(b, g, v, ki, cst, a):
     """The magnitudes ``a_j = max(t_j, 0) / k_j`` at the level in ``cst = (lh, lh r, 0)`` (the
     dtype of the arrays), as the passes compute them (:func:`_t_at`); ``a`` may be float64."""
@@ -920,7 +920,7 @@ def _write_a(b, g, v, ki, cst, a):
         a[j] = t * ki[j] if t > zero else zero
 
 
-@_internal()
+@internal_njit()
 def _gather(q, P, N, out):
     """out_j = P_j where q_j > 0, N_j where q_j < 0, 0 where q_j = 0 (the sign part of q)."""
     for j in range(q.shape[0]):
@@ -928,7 +928,7 @@ def _gather(q, P, N, out):
         out[j] = P[j] if qj > 0.0 else (N[j] if qj < 0.0 else 0.0)
 
 
-@_internal(fastmath=_FM)
+@internal_njit(fastmath=_FM)
 def _bound_sum(w, ki, zero):
     """sum_j w_j^2 / k_j: ``-1/2`` of it bounds the reduced objective R from below."""
     acc = zero
@@ -949,7 +949,7 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
     without ``generic``, the candidates SI+ settles are solved and a sample with any other
     candidate is flagged in ``pending`` and left (its outputs are not written); with
     ``generic=True``, every candidate SI+ does not settle (every one with ``safeguard``) goes
-    through :func:`_solve_ratio`. A sample's outputs are those of the generic version either
+    through :func:`solve_ratio`. A sample's outputs are those of the generic version either
     way; the safeguard's code is compiled only when some sample needs it.
 
     ``prune`` (rule 1 only): every candidate's score ``F + adj`` is at least
@@ -973,7 +973,7 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
     fmask = np.empty(M, dtype=dt)
     a = np.empty(M)
     work = np.empty((2, M))
-    # float64 inputs of the generic solver (rare path): one compiled _solve_ratio for both dtypes
+    # float64 inputs of the generic solver (rare path): one compiled solve_ratio for both dtypes
     b64 = np.empty(M)
     g64 = np.empty(M)
     v64 = np.empty(M)
@@ -1113,13 +1113,13 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
                             v64[j] = v[j]
                             k64[j] = k[j]
                         if generic is None:
-                            st, R = _solve_si(b64, g64, v64, k64, lam0, a, mask, qbuf)
+                            st, R = solve_si(b64, g64, v64, k64, lam0, a, mask, qbuf)
                             if st == GENERIC:
                                 pending[i] = True
                                 abandon = True
                                 break
                         else:
-                            st, R = _solve_ratio(b64, g64, v64, k64, lam0, a, mask, work, qbuf,
+                            st, R = solve_ratio(b64, g64, v64, k64, lam0, a, mask, work, qbuf,
                                                  safeguard)
                         if st != INVALID:
                             ga = 0.0
@@ -1201,7 +1201,7 @@ def _assign_kernel(Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj,
     (:func:`_check_pass2`) runs for two similarity parameters at once and, when the support
     does not change (most candidates at the paper's lambdas), already yields the values.
     Candidates whose support changes continue by fused passes (:func:`_si_from`); the few SI+
-    cannot settle (and all, with ``safeguard``) go through the generic :func:`_solve_ratio`.
+    cannot settle (and all, with ``safeguard``) go through the generic :func:`solve_ratio`.
     The batched passes compute in the dtype of ``Q``; the quartic and the scores in float64.
     """
     # Python threads instead of a numba prange: the parallel (parfor) build of this kernel
@@ -1417,7 +1417,7 @@ def assign(Q, tau, nu, lambda0, lambda1, *, rule="objective", lambda_a=1.0, safe
     >>> labels.tolist()
     [0, 1, 2, 0]
     """
-    Q = _as_float_2d(Q, "Q")
+    Q = as_float_2d(Q, "Q")
     n, M = Q.shape
     dt = Q.dtype
     tau = as_float_array(tau, "tau", ndim=2, dtype=dt)

@@ -57,8 +57,8 @@ import numpy as np
 from numba import get_num_threads, njit
 
 from ..core.parallel import run_blocks, run_ranges
-from .quartic import CACHE, _internal
-from .stage1 import GENERIC, INVALID, _as_float_2d, _solve_ratio, _solve_si
+from .quartic import CACHE, internal_njit
+from .stage1 import GENERIC, INVALID, as_float_2d, solve_ratio, solve_si
 from ..core.validation import as_float_array, check_scalar
 
 # Reassociation for the reductions over coordinates (vectorised sums); no 'nnan'/'ninf'.
@@ -84,7 +84,7 @@ TAU_PENDING = -5      # internal: left by _tau_kernel to its generic version (ne
 # numba kernels
 # --------------------------------------------------------------------------------------------
 
-@_internal(fastmath=_FMR)
+@internal_njit(fastmath=_FMR)
 def _rho_sigma(y, z):
     """(rho(y, z), sigma(y, z)) in float64."""
     r = 0.0
@@ -231,7 +231,7 @@ def _group_sums(start, stop, Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
         qq[g, t % nb] = s_qq
 
 
-@_internal(fastmath=_FMR)
+@internal_njit(fastmath=_FMR)
 def _rho_row2(Y, rows, z1, z2, out1, out2, r):
     """Row r of :func:`_rho_rows2_s`."""
     i = rows[r]
@@ -245,7 +245,7 @@ def _rho_row2(Y, rows, z1, z2, out1, out2, r):
     out2[r] = s2
 
 
-@_internal(fastmath=_FMR)
+@internal_njit(fastmath=_FMR)
 def _colsum_block(Y, rows, w, pos, neg, t):
     """Column block t of :func:`_weighted_signed_colsum`."""
     M = Y.shape[1]
@@ -276,7 +276,7 @@ def _colsum_block(Y, rows, w, pos, neg, t):
 # on a shared machine (a thread without a free core), a scheduler quantum, far more than the
 # ~1-3 ms of work at COIL size (measured: Stage 2 0.07 s on one thread, 0.23 s on two with the
 # second core busy). Same arithmetic, same results (tests/test_theta.py); chosen by size
-# (_rows_kernels), never by thread count.
+# (rows_kernels), never by thread count.
 _SERIAL_MAX = 1 << 22  # rows x M up to which the row kernels run serially
 
 
@@ -323,14 +323,14 @@ def _weighted_signed_colsum(Y, rows, w, pos, neg):
                (Y.shape[1] + _BS - 1) // _BS, blocks_per_thread=1)
 
 
-def _rows_kernels(n_rows, M):
+def rows_kernels(n_rows, M):
     """(_rho_rows, _rho_rows2, _weighted_signed_colsum), serial for n_rows x M <= _SERIAL_MAX."""
     if n_rows * M <= _SERIAL_MAX:
         return _rho_rows_s, _rho_rows2_s, _weighted_signed_colsum_s
     return _rho_rows, _rho_rows2, _weighted_signed_colsum
 
 
-@_internal()
+@internal_njit()
 def _tau_value(t, c, P, BP, BM, KD, tau, nu, lam_e):
     """T_c(t) without its constant: sum_j (-P t + KD t^2/2 + BP t+ + BM t-) + lam_e f_c(t)."""
     val = 0.0
@@ -356,7 +356,7 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
     Two compiled versions (numba prunes the branches on ``generic is None`` by its type):
     without ``generic``, the prior pairs' problems that SI+ settles are solved and a cluster
     with any other one is left (``choice[c] = TAU_PENDING``); with ``generic=True`` every
-    problem goes through :func:`_solve_ratio`. A cluster's outputs are those of the generic
+    problem goes through :func:`solve_ratio`. A cluster's outputs are those of the generic
     version either way; the safeguard's code is compiled only when a cluster needs it.
 
     For an active cluster the candidates are the exact minimiser of the data terms (both sign
@@ -366,9 +366,9 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
 
     Serial and without the GIL: the clusters are shared out over Python threads
     (:func:`ntnumba.core.parallel.run_blocks`). A ``prange`` over clusters made numba re-optimise
-    ``_solve_ratio`` inside the parallel region (+3.3 s of JIT per process); one function
+    ``solve_ratio`` inside the parallel region (+3.3 s of JIT per process); one function
     rather than a loop around a per-cluster function, since every compiled caller re-optimises
-    the code it links (about 0.5 s for the ``_solve_ratio`` it calls).
+    the code it links (about 0.5 s for the ``solve_ratio`` it calls).
     """
     Cd, M = P.shape
     Cs = nu.shape[0]
@@ -445,12 +445,12 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
                         for j in range(M):
                             v[j] = max(s[j] * nu[c2, j], 0.0)
                         if generic is None:
-                            st, R = _solve_si(b, g, v, kk, lam_e, a, mask, qbuf)
+                            st, R = solve_si(b, g, v, kk, lam_e, a, mask, qbuf)
                             if st == GENERIC:
                                 abandon = True
                                 break
                         else:
-                            st, R = _solve_ratio(b, g, v, kk, lam_e, a, mask, work, qbuf,
+                            st, R = solve_ratio(b, g, v, kk, lam_e, a, mask, work, qbuf,
                                                  safeguard)
                         if st != INVALID and R < bestR:
                             bestR = R
@@ -617,9 +617,9 @@ def _check_params(tau, nu, M=None):
 
 
 def _prepare(Q, Y, labels, similarity_labels, tau, nu):
-    Q = _as_float_2d(Q, "Q")
+    Q = as_float_2d(Q, "Q")
     n, M = Q.shape
-    Y = _as_float_2d(Y, "Y", dtype=Q.dtype)
+    Y = as_float_2d(Y, "Y", dtype=Q.dtype)
     if Y.shape != Q.shape:
         raise ValueError(f"Y: expected shape {Q.shape} (the shape of Q), got {Y.shape}")
     tau, nu = _check_params(tau, nu, M)
@@ -761,11 +761,11 @@ def _groups(labels, slabels, Cd, Cs):
     return order, offsets
 
 
-def _statistics(Q, Y, labels, slabels, tau, nu, lambda0):
+def stage2_sums(Q, Y, labels, slabels, tau, nu, lambda0):
     n, M = Q.shape
     Cd, Cs = tau.shape[0], nu.shape[0]
     rn = np.empty(n)
-    _rows_kernels(n, Y.shape[1])[0](Y, np.arange(n), nu, slabels, rn)
+    rows_kernels(n, Y.shape[1])[0](Y, np.arange(n), nu, slabels, rn)
     w = np.divide(lambda0, rn, out=np.zeros(n), where=rn > 0)
     order, offsets = _groups(labels, slabels, Cd, Cs)
     G = Cd * Cs
@@ -843,7 +843,7 @@ def theta_statistics(Q, Y, labels, similarity_labels, tau, nu, lambda0=0.03):
     """
     Q, Y, labels, slabels, tau, nu = _prepare(Q, Y, labels, similarity_labels, tau, nu)
     lambda0 = check_scalar(lambda0, "lambda0", low=0.0)
-    return _statistics(Q, Y, labels, slabels, tau, nu, lambda0)
+    return stage2_sums(Q, Y, labels, slabels, tau, nu, lambda0)
 
 
 def _reseed_order(cost, d2):
@@ -899,7 +899,7 @@ class MemberRows:
 
     def __init__(self, Y, rows):
         self.Y, self.rows = Y, rows
-        self._k = _rows_kernels(rows.shape[0], Y.shape[1])
+        self._k = rows_kernels(rows.shape[0], Y.shape[1])
 
     def rho(self, Z, zidx, out):
         self._k[0](self.Y, self.rows, Z, zidx, out)
@@ -1043,7 +1043,7 @@ class RowsInMemory:
     def alpha(self, tau, labels):
         """``rho(y_i, tau_j1(i))`` of every sample."""
         out = np.empty(self.Y.shape[0])
-        _rows_kernels(*self.Y.shape)[0](self.Y, np.arange(self.Y.shape[0]), tau, labels, out)
+        rows_kernels(*self.Y.shape)[0](self.Y, np.arange(self.Y.shape[0]), tau, labels, out)
         return out
 
     def members(self, rows):
@@ -1255,7 +1255,7 @@ def update_theta(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, lamb
         if cost.shape[0] != n:
             raise ValueError(f"cost: expected length {n} (the rows of Q), got {cost.shape[0]}")
 
-    stats = _statistics(Q, Y, labels, slabels, tau, nu, lambda0)
+    stats = stage2_sums(Q, Y, labels, slabels, tau, nu, lambda0)
     obj_before = d2 = None
     if return_info or (cost is None and needs_reseed(stats)):
         terms = _sample_terms_of(Q, Y, tau, nu, labels, slabels)

@@ -358,7 +358,7 @@ def _check_A(A, M, N, name="A"):
 # --------------------------------------------------------------------------------------------
 # Objective and gradient
 # --------------------------------------------------------------------------------------------
-def _regulariser(S, M, lambda2, lambda3, lambda4):
+def stage3_regulariser(S, M, lambda2, lambda3, lambda4):
     """lambda2/2 tr S + lambda3/2 (||S||^2 - 2 tr S + M) - lambda4 logdet S, with S = A^T A."""
     tr = float(np.trace(S))
     val = 0.5 * lambda2 * tr + 0.5 * lambda3 * (float(np.vdot(S, S)) - 2.0 * tr + M)
@@ -379,7 +379,7 @@ def _objective_parts(A, S, stats, lambda2, lambda3, lambda4):
     """f(A) from the statistics, with S = A^T A given: 1/2<G, S> - <B0, A> + 1/2||Ybar||^2 + R."""
     data = 0.5 * float(np.vdot(stats.gram, S)) - float(np.vdot(stats.cross, A)) \
         + 0.5 * stats.target_sq
-    return data + _regulariser(S, A.shape[0], lambda2, lambda3, lambda4)
+    return data + stage3_regulariser(S, A.shape[0], lambda2, lambda3, lambda4)
 
 
 def transform_objective(A, X=None, Ybar=None, lambda2=16.0, lambda3=16.0, lambda4=16.0, *,
@@ -435,7 +435,7 @@ def transform_objective(A, X=None, Ybar=None, lambda2=16.0, lambda3=16.0, lambda
         if X.shape[1] != A.shape[1] or Ybar.shape != (X.shape[0], A.shape[0]):
             raise ValueError(f"shapes do not match: A {A.shape}, X {X.shape}, Ybar {Ybar.shape}")
         R = X @ A.T - Ybar
-        return 0.5 * float(np.vdot(R, R)) + _regulariser(S, A.shape[0], lambda2, lambda3,
+        return 0.5 * float(np.vdot(R, R)) + stage3_regulariser(S, A.shape[0], lambda2, lambda3,
                                                           lambda4)
     stats = _resolve_stats(X, Ybar, stats)
     if stats.cross.shape != A.shape:
@@ -836,7 +836,7 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
     With ``gram`` given, ``c`` is ignored and the per-direction curvature
     ``c_i = v_i^T gram v_i`` is used (the "approximate closed form").
     Returns ``A = U diag(s') V^T`` (M x N, float64), and with ``return_sv`` also ``s'`` (the
-    singular values of ``A``, in no particular order), from which :func:`_regulariser_sv`
+    singular values of ``A``, in no particular order), from which :func:`stage3_regulariser_sv`
     gives ``R(A)`` without the ``A^T A`` product.
 
     ``route``: "auto" (the QR route when more than ``_QR_WEAK_SHARE`` of the directions are
@@ -963,8 +963,8 @@ def _lambda_max(G):
     return max(lam, 0.0) * _C_INFLATE
 
 
-def _regulariser_sv(sv, M, lambda2, lambda3, lambda4):
-    """:func:`_regulariser` from the singular values ``sv`` of ``A`` (eigenvalues of S = sv^2)."""
+def stage3_regulariser_sv(sv, M, lambda2, lambda3, lambda4):
+    """:func:`stage3_regulariser` from the singular values ``sv`` of ``A`` (eigenvalues of S = sv^2)."""
     s2 = np.square(sv)
     tr = float(np.sum(s2))
     val = 0.5 * lambda2 * tr + 0.5 * lambda3 * (float(np.sum(np.square(s2))) - 2.0 * tr + M)
@@ -982,7 +982,7 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
     Every evaluated point ``A`` is paired with ``A G``: the data term is
     ``1/2 <A G, A> - <B0, A> + 1/2 ||Ybar||^2`` (O(MN) given ``A G``, which the next step needs
     anyway), and the regulariser of a closed-form step comes from its singular values
-    (:func:`_regulariser_sv`): a step costs ``A G``, ``B^T B``, one N x N ``eigh`` and ``B H``.
+    (:func:`stage3_regulariser_sv`): a step costs ``A G``, ``B^T B``, one N x N ``eigh`` and ``B H``.
 
     Reduced space. When the closed-form start goes through ``B0 = Qb R`` (the QR route, the
     usual one for image data) and is the better start, every MM iterate stays in the span of
@@ -1003,8 +1003,8 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
 
     def regulariser(A, sv):
         if sv is None:
-            return _regulariser(A.T @ A, M, lambda2, lambda3, lambda4)
-        return _regulariser_sv(sv, M, lambda2, lambda3, lambda4)
+            return stage3_regulariser(A.T @ A, M, lambda2, lambda3, lambda4)
+        return stage3_regulariser_sv(sv, M, lambda2, lambda3, lambda4)
 
     candidates = []
     if init in ("best", "closed_form") or A_start is None:
@@ -1030,7 +1030,7 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
             # <A G, A> = <A^T A, G>: one N x N Gram serves the data term and the regulariser
             S_st = A_start.T @ A_start
             aga = float(np.vdot(S_st, G))
-            reg = _regulariser(S_st, M, lambda2, lambda3, lambda4)
+            reg = stage3_regulariser(S_st, M, lambda2, lambda3, lambda4)
             S_st = sv_st = None
         f_st = 0.5 * aga - float(np.vdot(B0, A_start)) + half_t + reg
         candidates.append((f_st, 1, A_start, AG_st, aga, sv_st, None, B0))

@@ -137,7 +137,7 @@ from ..model.quartic import CACHE
 #: candidate numbers of shared principal directions tried by default
 DEFAULT_SHARED = (0, 1, 2, 4, 8, 16)
 #: cuts closer than this are ties, broken by the larger (C+1)-th Laplacian eigenvalue
-_TIE = 1e-6
+TIE = 1e-6
 #: exact k-NN search up to this many samples, approximate (pynndescent) above (``knn="auto"``)
 EXACT_MAX = 20000
 #: similarity products per block of the exact search (float32 elements, per thread)
@@ -151,7 +151,7 @@ def _blas_policy():
     return parallel.blas_context()
 
 
-class _Progress:
+class Progress:
     """``verbose`` messages of the graph steps (stderr, with the time since the start)."""
 
     def __init__(self, verbose, stream=None):
@@ -910,7 +910,7 @@ def cluster_qr(maps):
     return np.abs(maps @ (ut @ v.conj())).argmax(axis=1).astype(np.int64)
 
 
-def _relabel(labels, n_clusters):
+def compact_labels(labels, n_clusters):
     """Consecutive labels ``0..C-1`` in order of first appearance of each used cluster."""
     _, first = np.unique(labels, return_index=True)
     order = labels[np.sort(first)]
@@ -920,7 +920,7 @@ def _relabel(labels, n_clusters):
 
 
 @njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
-def _row_hashes(Q, out, start, stop):
+def row_hashes(Q, out, start, stop):
     """64-bit FNV-1a hash of the float32 bits of every row (rows ``start..stop``).
 
     A Numba JIT-compiled kernel; rows equal in float32 have equal hashes.
@@ -954,7 +954,7 @@ def distinct_rows(Q):
     Q = np.ascontiguousarray(Q)
     n = Q.shape[0]
     h = np.empty(n, dtype=np.uint64)
-    run_ranges(lambda a, b: _row_hashes(Q, h, a, b), n)
+    run_ranges(lambda a, b: row_hashes(Q, h, a, b), n)
     _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
     rep = first[inverse]
@@ -1146,7 +1146,7 @@ def graph_partition(X, n_clusters, *, n_neighbors=5, n_shared=DEFAULT_SHARED, ra
     else:
         from sklearn.utils import check_random_state
         seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
-    say = _Progress(verbose)
+    say = Progress(verbose)
     k = int(n_neighbors)
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting: expected one of {WEIGHTINGS}, got {weighting!r}")
@@ -1229,12 +1229,12 @@ def _partition(X, C, k, cands, seed, return_all, knn, say, offset=None,
         # the (C+1)-th Laplacian eigenvalue: 0 when the graph has more than C components
         gap = 1.0 - vals[C] if vals.size > C else 0.0
         if return_all:
-            all_labels[r] = _relabel(cluster_qr(maps)[inverse], C)
-        if best is None or cut < best[0] - _TIE or (abs(cut - best[0]) <= _TIE and
+            all_labels[r] = compact_labels(cluster_qr(maps)[inverse], C)
+        if best is None or cut < best[0] - TIE or (abs(cut - best[0]) <= TIE and
                                                     gap > best[1]):
             best = (cut, gap, r, V, maps)
     _, _, r, V, maps = best
-    labels = _relabel(cluster_qr(maps)[inverse], C)
+    labels = compact_labels(cluster_qr(maps)[inverse], C)
     say(f"partition: r = {r}")
     info = {"n_shared": r, "ncut": cuts, "mean": mean, "V": V, "n_distinct": nd,
             "copies": copies}

@@ -443,7 +443,7 @@ def refine(X, Z, labels, graph, p, random_state, n_shared=0, verbose=0):
     if first.size <= C:
         return labels, None
     lab = labels[first]
-    say = graph._Progress(verbose)
+    say = graph.Progress(verbose)
     k = p.n_neighbors
     Yx = graph.graph_rows(X[first], graph["mean"], graph["V"])
 
@@ -463,7 +463,7 @@ def refine(X, Z, labels, graph, p, random_state, n_shared=0, verbose=0):
     part_a = _spectral_partition(Wa, C, random_state)
     W = coassociation_weights(Wx + Wa, [lab, part_a])
     new = _spectral_partition(W, C, random_state)
-    new = match_labels(graph._relabel(new[inverse], C), labels, C)
+    new = match_labels(graph.compact_labels(new[inverse], C), labels, C)
     return new, {"moved": int(np.count_nonzero(new != labels))}
 
 

@@ -322,7 +322,7 @@ def partition(X, n_clusters, p, random_state, verbose=0):
     ``representation``). Returns what :func:`ntnumba.partition.graph.graph_partition` returns;
     ``info["representation"]`` records the rules applied.
     """
-    from .graph import _Progress, graph_partition
+    from .graph import Progress, graph_partition
 
     representation = getattr(p, "representation", "as-is")
     w, offset, applied = graph_space(X, representation)
@@ -339,7 +339,7 @@ def partition(X, n_clusters, p, random_state, verbose=0):
             alt = truncated_partition(Xw, n_clusters, p, random_state, verbose)
             if alt is not None:
                 better = fewer_cut(alt[1], info)
-                _Progress(verbose)(
+                Progress(verbose)(
                     f"rows on {alt[1]['truncated']} principal directions: cut "
                     f"{chosen_cut(alt[1]):.6f} against {chosen_cut(info):.6f}: "
                     + ("kept" if better else "not kept"))
@@ -367,9 +367,9 @@ def fewer_cut(alt, info, margin=TRUNCATE_MARGIN):
     >>> fewer_cut({"n_shared": 0, "ncut": {0: 0.99}}, {"n_shared": 2, "ncut": {2: 1.0}})
     False
     """
-    from .graph import _TIE
+    from .graph import TIE
 
-    return chosen_cut(alt) < (1.0 - margin) * chosen_cut(info) - _TIE
+    return chosen_cut(alt) < (1.0 - margin) * chosen_cut(info) - TIE
 
 
 def truncated_partition(X, n_clusters, p, random_state, verbose=0):
@@ -469,11 +469,11 @@ def euclidean_partition(X, n_clusters, n_neighbors, random_state, *, offset=None
     """
     from sklearn.cluster import KMeans
 
-    from .graph import _Progress, _relabel, distinct_rows, shared_directions, spectral_embedding
+    from .graph import Progress, compact_labels, distinct_rows, shared_directions, spectral_embedding
 
     X = np.asarray(X, dtype=np.float64)
     C = int(n_clusters)
-    say = _Progress(verbose)
+    say = Progress(verbose)
     first, inverse = distinct_rows(X)
     Xd = X[first]
     nd = Xd.shape[0]
@@ -482,7 +482,7 @@ def euclidean_partition(X, n_clusters, n_neighbors, random_state, *, offset=None
             "offset": offset}
     if nd <= C:
         info["ncut"] = {0: 0.0}
-        return _relabel(np.arange(nd, dtype=np.int64)[inverse], C), info
+        return compact_labels(np.arange(nd, dtype=np.int64)[inverse], C), info
     say(f"{X.shape[0]} samples ({nd} distinct), {X.shape[1]} features: Euclidean k-NN "
         f"graph, k = {min(n_neighbors, nd - 1)}")
     W = euclidean_graph(Xd, n_neighbors)
@@ -492,4 +492,4 @@ def euclidean_partition(X, n_clusters, n_neighbors, random_state, *, offset=None
     info["ncut"] = {0: cut}
     say(f"eigensolver, cut {cut:.6f}; k-means on the embedding")
     lab = KMeans(C, n_init=10, random_state=int(seed)).fit_predict(maps)
-    return _relabel(np.asarray(lab, dtype=np.int64)[inverse], C), info
+    return compact_labels(np.asarray(lab, dtype=np.int64)[inverse], C), info
