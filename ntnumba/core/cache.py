@@ -48,7 +48,7 @@ def _disable(exc, cache):
 
 def _guard_one(disp):
     cache = getattr(disp, "_cache", None)
-    if cache is None or getattr(cache, "_ntnumba_guarded", False) or (
+    if cache is None or getattr(cache, "ntnumba_guarded", False) or (
             type(cache).__name__ == "NullCache"):
         return False
     save, load = cache.save_overload, cache.load_overload
@@ -68,7 +68,7 @@ def _guard_one(disp):
 
     cache.save_overload = save_overload
     cache.load_overload = load_overload
-    cache._ntnumba_guarded = True
+    cache.ntnumba_guarded = True
     with _LOCK:
         _GUARDED.append(disp)
     return True
