@@ -101,7 +101,7 @@ def test_background_runs_on_a_pool_thread_only_inside_blas_limit_1():
 
 
 def test_kernels_without_a_python_wrapper_are_called_only_from_compiled_code():
-    # ``_quartic.internal_njit`` kernels have no CPython wrapper (less compilation): a call from
+    # ``quartic.internal_njit`` kernels have no CPython wrapper (less compilation): a call from
     # Python would crash the interpreter. Static check over the package, tests and benchmarks:
     # such a kernel is named only inside other compiled kernels.
     import ast
@@ -112,11 +112,11 @@ def test_kernels_without_a_python_wrapper_are_called_only_from_compiled_code():
         return {(d.func.id if isinstance(d, ast.Call) and isinstance(d.func, ast.Name)
                  else getattr(d, "id", "")) for d in fn.decorator_list}
 
-    files = sorted((root / "ntnumba").glob("*.py")) + sorted((root / "tests").glob("*.py")) \
+    files = sorted((root / "ntnumba").rglob("*.py")) + sorted((root / "tests").glob("*.py")) \
         + sorted((root / "asv_bench" / "benchmarks").glob("*.py")) \
         + sorted((root / "docs").glob("*.py"))
     trees = {f: ast.parse(f.read_text()) for f in files}
-    internal = {n.name for f, t in trees.items() if f.parent.name == "ntnumba"
+    internal = {n.name for f, t in trees.items() if "ntnumba" in f.relative_to(root).parts
                 for n in ast.walk(t) if isinstance(n, ast.FunctionDef)
                 and "internal_njit" in decorators(n)}
     assert {"solve_ratio", "_level", "_first_sums2"} <= internal
