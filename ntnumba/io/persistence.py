@@ -1,7 +1,8 @@
 """Saving and loading fitted models in a documented, versioned ``.npz`` format (no pickle).
 
 Format ``ntnumba-model``, version 3: a NumPy ``.npz`` archive (a zip file of ``.npy`` arrays,
-read with ``allow_pickle=False``) with
+read with ``allow_pickle=False``) with the keys below; their full description, the versions
+and the reader's checks are in docs/model_format.md.
 
 ========================  =====================================================================
 key                       content
@@ -20,11 +21,8 @@ key                       content
 ``n_features_in_``        integer
 ``scale_``                float, the data scaling factor
 ``initial_labels_``       optional (version 3): int64, (n_initial,), the partition the fit
-                          started from (``n_initial`` is ``n_train`` unless a ``warm_start``
-                          of another rule continued on other samples)
-``rng_state_``            optional (version 3): float64, (627,), the state of the fit's random
-                          stream (MT19937: 624 keys, position, has_gauss, cached gaussian;
-                          every value exact in float64), which a ``warm_start`` continues
+                          started from
+``rng_state_``            optional (version 3): float64, (627,), the fit's MT19937 state
 ``reject_threshold_``     optional: float, the threshold of ``predict(X, reject="auto")``
 ``outlier_scores_``       optional: float64, (n_train,), the training samples' rejection scores
 ``probabilities_``        optional: float64, (n_train,), the soft score of the own cluster
@@ -35,29 +33,14 @@ key                       content
 ``graph_cut_``            ``assign="graph"`` only: float, normalised cut of the partition
 ``shared_mean_``          ``assign="graph"`` only: (N,), mean of the graph's training rows
 ``shared_components_``    ``assign="graph"`` only: (n_shared_, N), the shared directions
-``fit_X_``                ``assign="graph"`` only: (n_ref, N), the scaled training data, the
-                          reference set of the out-of-sample k-NN vote of ``predict``
-``fit_labels_``           ``assign="graph"`` only (version 3): int64, (n_ref,), the clusters of
-                          the rows of ``fit_X_`` (the votes of ``predict``); without it (older
-                          files) ``n_ref = n_train`` and the votes are ``labels_``
-``ref_rows_``             ``assign="graph"`` only (version 3), when the reference set is a sample
-                          of the training rows (fits of more than 20000 rows): int64,
-                          (n_ref,), increasing, the rows of ``fit_X_`` among the training
-                          samples (version 2 wrote the reference set's ``labels_``,
-                          ``similarity_labels_``, ``outlier_scores_`` and ``probabilities_``
-                          only)
-``graph_copies_``         ``assign="graph"`` only, optional (version 3): integer in ``[1,
-                          max(1, min(n_ref - 1, max(8 k, 32)) // k)]`` (``k`` =
-                          ``n_neighbors``), the near-copy factor of the partition's graph,
-                          which ``relabel``'s data graph reuses (files without it: measured
-                          again from the lists)
-``stream_count_``, ...    ``partial_fit`` only (version 3): its running sums, which the next
-                          ``partial_fit`` continues: float64 ``stream_count_`` (C, Cs),
-                          ``stream_sum_q_`` (C, Cs, M), ``stream_sum_qq_`` (C, Cs),
-                          ``stream_sum_wy_pos_``, ``stream_sum_wy_neg_``, ``stream_sum_yy_``
-                          (C, M), integer ``stream_n_seen_``; with a learned map also
-                          ``stream_gram_`` (N, N), ``stream_cross_`` (M, N), float
-                          ``stream_target_sq_`` and integer ``stream_n_samples_``
+``fit_X_``                ``assign="graph"`` only: (n_ref, N), the scaled reference rows of
+                          the k-NN vote of ``predict``
+``fit_labels_``           ``assign="graph"`` only (version 3): int64, (n_ref,), their clusters
+``ref_rows_``             ``assign="graph"`` only (version 3), fits of more than 20000 rows:
+                          int64, (n_ref,), increasing, the rows of ``fit_X_`` among the training
+``graph_copies_``         ``assign="graph"`` only, optional (version 3): integer, the near-copy
+                          factor of the partition's graph
+``stream_count_``, ...    ``partial_fit`` only (version 3): its running sums (``stream_*_``)
 ``prototypes_pending_``   optional: integer 1 when a fit with ``prototypes=True`` was
                           interrupted inside its prototype step (a ``warm_start`` does it)
 ========================  =====================================================================
@@ -65,39 +48,14 @@ key                       content
 ``components_``, ``dissimilarity_`` and ``similarity_`` share one dtype (float32 or float64, the
 dtype of the training data). A reader of version ``v`` reads every file of a version ``<= v``
 and ignores keys it does not know (they are never decompressed); a file of a newer
-``format_version`` is refused with a clear error, as are truncated, corrupted and foreign files
-(``ValueError`` naming the file).
+``format_version``, a version-1 file of ``assign="graph"`` and truncated, corrupted and foreign
+files are refused (``ValueError`` naming the file).
 
-Versions: 3 adds ``initial_labels_``, ``rng_state_``, ``fit_labels_``, ``ref_rows_`` and the
-running sums of ``partial_fit`` (the
-reference set of a ``partial_fit`` stream is its first chunk, whose clusters are not
-``labels_``, the last chunk's; that of a fit of more than 20000 rows is a sample of them:
-version 2 could not hold either). Files of versions 1 and 2 load without them: no
-``initial_labels_`` attribute; a ``warm_start`` restarts the random stream (seeded 0) and a
-later ``partial_fit`` its running sums (with a ``RuntimeWarning``).
-2 since the graph rule compares the samples in their own ``N`` dimensions
-(``shared_mean_`` and ``shared_components_`` have ``N`` columns; they had ``n_components``).
-A version-1 file of ``assign="graph"`` is refused with a ``ValueError`` that says to refit: its
-predictions came from the codes of its map, which this version does not compute, and with
-``n_components == n_features`` its arrays would even have the new shapes. Version-1 files of
-the other rules load as before.
-
-A model file is untrusted input. The reader decompresses only the keys above, one at a time,
-after checking each entry's ``.npy`` header: a plain numeric or string dtype (no objects, no
-pickle), the shape the model's own dimensions give (``n_features_in_`` and the parameters fix
-every dimension except the number of training samples ``n``, which ``labels_`` declares and
-``similarity_labels_`` must repeat, the reference set's ``n_ref``, which ``fit_labels_``
-declares and ``fit_X_`` and ``ref_rows_`` must repeat (``n`` without ``fit_labels_``), and
-``n_initial``), and a declared size that the archive's compressed bytes can hold (deflate
-expands at most 1032-fold) and that matches the size the archive records. The values are then
-checked: finite parameters, representations, shared directions and objective history, labels
-(``labels_``, ``initial_labels_``, ``fit_labels_``) within ``[0, n_clusters)`` and
-``[0, n_similarity)``, increasing ``ref_rows_`` within ``[0, n)``, finite running sums
-(counts and sums of squares not negative), a positive finite ``scale_``, a random state
-that ``numpy.random.RandomState.set_state`` accepts, a near-copy factor that a fit can
-measure (:func:`ntnumba.partition.graph.max_copy_factor`). Anything else is a ``ValueError`` naming the
-file and the entry. ``save`` writes to a temporary file in the destination folder and renames
-it, so an interrupted save never leaves a truncated model behind.
+A model file is untrusted input: the reader decompresses only the keys above, one at a time,
+after checking each entry's ``.npy`` header (a plain dtype, the shape the model's dimensions
+give, a size the compressed bytes can hold), then checks the values (finite, labels in range, a
+valid random state and near-copy factor). ``save`` writes to a temporary file in the
+destination folder and renames it, so an interrupted save never leaves a truncated model behind.
 """
 import json
 import math

@@ -13,9 +13,8 @@ Only three statistics of the data enter ``f`` and its minimiser::
 
     G = X^T X (N x N),   B0 = Ybar^T X (M x N),   ||Ybar||_F^2,
 
-since ``||X A^T - Ybar||^2 = <A G, A> - 2 <B0, A> + ||Ybar||^2``. They are summable over chunks of
-rows (:class:`TransformStatistics` supports ``+``), which is the seam for streaming and distributed
-use.
+since ``||X A^T - Ybar||^2 = <A G, A> - 2 <B0, A> + ||Ybar||^2``. They are summable over chunks
+of rows (:class:`TransformStatistics` supports ``+``): the seam for streaming and Dask fits.
 
 Exact step (the "exact formula"). For a scalar ``c`` and an M x N target ``B``, the problem
 ``min_A c/2 ||A||^2 - <B, A> + R(A)`` (``R`` the three regularisers) is solved by
@@ -26,15 +25,11 @@ singular vectors, and ``R`` depends on the singular values of ``A`` only, becaus
 ``||A A^T - I||^2 = sum_i (sigma_i^2 - 1)^2 + M - N``). ``s'`` is computed by
 :func:`transform_singular_values`. The SVD of the M x N matrix is never formed: the N x N
 eigenproblem ``B^T B = V diag(s^2) V^T`` gives ``V`` and ``s``, and ``A = B V diag(s'/s) V^T``
-(i.e. ``U = B V diag(1/s)``). Directions with ``s_i < 1e-3 s_max`` (where ``B v_i / s_i`` would
-lose orthogonality, ~eps (s_max/s_i)^2) are re-resolved from ``W = B V_weak`` (an eigenproblem
-of its own k x k Gram, recursively) and orthonormalised explicitly against the others
-(CholeskyQR2); where ``B`` has no direction at all (``s_i = 0``) any orthonormal completion is
-optimal and a seeded random one is used. Inside :func:`update_transform` the exact steps have an
-anchor, the current map: there the null space of ``B`` (``s_i <= sqrt(eps) s_max``) is completed
-by the optimal ``A`` closest to the anchor (:func:`_anchored_null`), which makes the map's action
-outside the span of rank-deficient data independent of rounding (in-memory, chunked and Dask
-fits agree there too).
+(i.e. ``U = B V diag(1/s)``). Weak directions (``s_i < 1e-3 s_max``) are re-resolved from
+``W = B V_weak`` and orthonormalised explicitly (CholeskyQR2); a missing direction gets a seeded
+random orthonormal completion, or inside :func:`update_transform` the optimal one closest to the
+current map (:func:`_anchored_null`, for ``s_i <= sqrt(eps) s_max``): in-memory, chunked and
+Dask fits agree outside the span of rank-deficient data.
 
 With ``G = X^T X = c I`` the data term is ``c/2 ||A||^2 - <B0, A> + const`` and the exact step
 with ``B = B0`` is the global minimiser of ``f``.
@@ -58,18 +53,11 @@ and lies above it everywhere, hence ``f(A_{k+1}) <= f(A_k)``. The iteration star
 
 Convergence. MM is a proximal-gradient method with step ``1/c``: its rate in a direction of
 ``G`` with eigenvalue ``g`` is about ``1 - (g + mu) / (c + mu)`` (``mu`` the regulariser's
-curvature), so it crawls when ``X^T X`` is ill-conditioned, as for images (COIL-20 20x25:
-``lambda_max = 3.2e5``, median eigenvalue 27). :func:`update_transform` therefore extrapolates
-between steps (FISTA-type momentum, the step taken from ``A_k + beta (A_k - A_{k-1})``) and keeps
-such a step only if it decreases ``f``, else restarts with the plain step: still monotone.
-Measured on COIL-20 (n = 1440, N = 500, M = 2100, Ybar from a random A): relative gap to the
-L-BFGS optimum after 10 / 30 / 50 / 100 steps, plain 6e-4 / - / 1.9e-5 / 3.4e-6, accelerated
-1e-4 / 2e-6 / 3e-7 / 2e-8 (closed-form start: 6e-3).
-
-Cost of one MM step at ``n = 1440, N = 500, M = 2100``: ``B^T B`` (symmetric product),
-``B H`` and ``A G`` (M x N x N products), the ``A^T A`` Gram of the objective and one N x N
-``eigh``, about 0.03 s for the exact step and 0.055 s per MM step with its objective on two
-cores, against 0.11 s for a single thin SVD of the M x N matrix.
+curvature), slow for an ill-conditioned ``X^T X`` (images). :func:`update_transform` therefore
+extrapolates between steps (FISTA-type momentum from ``A_k + beta (A_k - A_{k-1})``) and keeps
+such a step only if it decreases ``f``, else takes the plain step: still monotone. A step
+(``B^T B``, ``B H``, ``A G``, the ``A^T A`` Gram, one N x N ``eigh``) costs less than one thin
+SVD of the M x N matrix (docs/research/stage3-mm-acceleration.md).
 """
 from dataclasses import dataclass
 
@@ -114,14 +102,10 @@ _BAND = 1e-3
 # Below this relative size a direction of B carries no usable direction: random completion.
 _ZERO = 1e3 * _EPS
 # With an anchor (the current map): directions with s_i <= _NULL * s_max count as the null space
-# of B and are completed from the anchor (:func:`_anchored_null`). The statistics are float64
-# sums whatever the data's dtype, and two summation orders (in-memory, chunked, Dask) differ by
-# ~eps s_max: a direction of size s inside a cluster of gap ~s turns by ~eps s_max / s between
-# them, so directions below sqrt(eps) s_max are not reproducible to better than ~sqrt(eps), and
-# they add < sqrt(eps) relative to the surrogate's linear term. Measured: null directions of
-# rank-deficient float64 data at 1e-17..1e-16 s_max (COIL-20 20x25 and 32x32), the
-# representation noise of rank-deficient float32 data at ~1e-11 s_max (both below), the
-# smallest genuine direction of COIL-20 at 20x25 at 1.6e-8 s_max (above).
+# of B and are completed from the anchor (:func:`_anchored_null`). Two summation orders of the
+# float64 statistics (in-memory, chunked, Dask) differ by ~eps s_max, so directions below
+# sqrt(eps) s_max are not reproducible; the null directions of rank-deficient data lie far
+# below, COIL-20's smallest genuine ones above (docs/research/stage3-null-space-threshold.md).
 _NULL = float(np.sqrt(_EPS))
 # More weak directions than this (absolute and share of N): the exact step goes through a QR
 # of B and the SVD of R (_closed_form_qr) instead of re-resolving the weak directions.

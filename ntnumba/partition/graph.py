@@ -12,11 +12,9 @@ of the angle ``t`` between the samples (:func:`arccos_kernel`), a decreasing fun
 angle: the k-NN graph of the random codes is, for large ``M``, the cosine k-NN graph of the
 samples in their own ``N`` dimensions. The graph is built there (deterministic, ``M``-free;
 on the paper's data sets it scored as the ``M = 2100`` codes did, docs/performance.md). Its
-edges are weighted by the square of the kernel: the kernel itself, the plain cosine and its
-square gave CA / NMI 0.833 / 0.937, 0.838 / 0.944 and 0.839 / 0.944 on COIL-20, 0.830 / 0.920,
-0.833 / 0.922 and 0.833 / 0.922 on ORL, 0.947 / 0.933, 0.950 / 0.936 and 0.950 / 0.936 on
-Extended Yale B (one seed; the last two tie there, the square was kept for USPS of the
-development suite, 0.70 -> 0.81, which is therefore not held out for this choice).
+edges are weighted by the square of the kernel, kept over the kernel itself and the plain
+cosine (within 0.001 CA of the cosine on the paper's data sets; the choice was made on USPS
+of the development suite; docs/research/graph-edge-similarity.md).
 
 Pipeline, on the rows ``X`` (the scaled samples, with the representation rules of
 :mod:`ntnumba.partition.select` applied):
@@ -35,7 +33,8 @@ Pipeline, on the rows ``X`` (the scaled samples, with the representation rules o
    samples are near the top of each other's lists and loses it when ``j`` is a *hub* (a
    sample near many others that are not near it; hubs appear in the k-NN lists of high-
    dimensional data and join clusters through them). ``weighting="similarity"`` gives the
-   plain weights ``S_ij``.
+   plain weights ``S_ij``. The mutual rank was chosen among 22 weightings
+   (docs/research/graph-edge-weights.md).
 3. **Partition.** The ``C`` leading eigenvectors of the normalised adjacency
    ``D^-1/2 W D^-1/2`` and a partition by column-pivoted QR (``cluster_qr``, Damle et al.
    2019; deterministic, no k-means restarts).
@@ -47,65 +46,6 @@ Pipeline, on the rows ``X`` (the scaled samples, with the representation rules o
    the Laplacian ``I - D^-1/2 W D^-1/2``: exactly C groups rather than more. At most a quarter
    of the rank of the centred data is removed (removing directions makes any k-NN graph look
    more clustered; without the cap the cut chose ``r = N - 1`` on blobs of N = 3..6 features).
-
-Edge weights, measured (one seed of the graph partition; CA / NMI %; the 16 sets of more than
-16 features of the development suite, ``docs/dev_results.md``; the other 8 take the Euclidean
-graph of :mod:`ntnumba.partition.select` and do not change). Plain weights: at or above KMeans on CA
-and NMI on 13, at or above the best peer on 10, mean CA 80.36, NMI 80.95. Mutual rank (the
-default): 14 and 11, mean 81.23 / 83.39; MNIST 52.3 / 55.7 -> 60.4 / 64.5 (above KMeans),
-Yale B unbalanced 64.6 -> 71.1 CA, COIL-20 83.9 / 94.4 -> 85.2 / 96.0, breast_cancer
-93.8 / 65.3 -> 94.7 / 70.9, ORL 83.2 -> 82.8 CA, digits 87.9 / 90.4 -> 87.3 / 89.0, Isolet
-60.5 / 77.6 -> 60.8 / 80.5 and Isolet 20 per class 63.8 / 76.0 -> 60.6 / 79.1 (both still
-below KMeans's CA). Held-out check set (``docs/dev_check.md``, not used to choose it; its 9
-sets of more than 16 features): at or above KMeans on 6 -> 7, mean CA 88.23 -> 88.25, NMI
-81.60 -> 81.98; Isolet 10 letters 81.8 -> 88.3, USPS 5 digits 89.8 -> 91.8, ORL 15 subjects
-88.0 -> 84.7, Yale B 15 subjects 88.8 -> 86.8, MNIST 5 digits 61.0 -> 57.3 CA (below
-KMeans before and after). Cost: the exact lists of every candidate ``r`` are 4 k long (were
-k); the partition's processor time at the paper's sizes 0.32 -> 0.41 s (COIL-20),
-0.13 -> 0.14 s (ORL), 0.77 -> 0.87 s (Yale B).
-
-Tried for the edge weights and dropped (same sets, one seed; counts at or above KMeans / at or
-above the best peer, mean CA / NMI; plain weights 13 / 10, 80.36 / 80.95):
-
-- multi-scale graphs, the sum of the k-NN graphs of several sizes (an edge weighted by its
-  similarity times the number of sizes it is in, or each graph normalised by its size):
-  sizes (k, 2k, 4k) 14 / 7, 77.35 / 77.12 and normalised 15 / 7, 78.56 / 77.85; (k, 2k, 3k)
-  15 / 7, 78.84 / 78.10; (k, 2k) 13 / 7, 79.97 / 79.74 and normalised 13 / 8, 79.18 / 79.88.
-  The longer edges fix Isolet (+1.2..2.0 CA), Isolet 20 per class (+2.7..5.2) and MNIST
-  (up to +6.8) but merge faces: Yale B 95.0 -> 79.8..85.4, Yale B unbalanced
-  64.6 -> 52.0..61.0, ORL 83.2 -> 75.2..81.8;
-- CSLS re-ranking (the k neighbours by ``2 S_ij - s_i - s_j``, ``s_i`` the mean similarity of
-  ``i`` to its k or 10 nearest, from 4 k candidates): 14 / 9, 79.73 / 81.93 and 14 / 12,
-  80.08 / 81.98 (MNIST +7.6..8.8 but Isolet -4.2..-4.9, USPS -3.6..-3.9 CA);
-- shared-nearest-neighbour weights ``S_ij (|N_L(i) & N_L(j)| + 1) / (L + 1)``: L = 4 k
-  14 / 9, 80.54 / 81.24; L = 2 k 14 / 9, 81.24 / 81.76; its square 15 / 8, 80.04 / 81.29;
-  L = 3 k 14 / 8, 80.88 / 81.38;
-- the reverse rank alone, ``exp(-b / (c k))``: c = 1 14 / 11, 80.36 / 82.61; c = 2 14 / 12,
-  80.62 / 82.79; c = 1/2 14 / 8, 76.44 / 80.05;
-- the mutual rank over shorter lists (2 k: 14 / 10, 80.59 / 82.58; 3 k: 14 / 11,
-  80.61 / 83.01), with the scale 2 k (14 / 12, 80.71 / 82.91), keeping 2 k or 4 k edges per
-  sample (14 / 11, 80.88 / 83.19; 15 / 11, 80.98 / 83.32: Isolet 20 per class reaches
-  KMeans, but ORL -1.0 to -2.2 CA and up to 4x the partition time on Yale B), and without the
-  similarity (14 / 12, 80.68 / 82.71; Yale B 95.0 -> 90.3).
-
-The default is the variant with the highest mean CA and NMI; it does not bring Isolet and
-Isolet 20 per class to KMeans (only the larger graphs above do, at the cost of the faces).
-Co-association consensus, tried after the mutual rank and dropped (same sets, one seed;
-against the mutual-rank default's 14 / 11, 81.23 / 83.39): the default partitions for
-``n_neighbors`` in a set of sizes, then the k-NN graph of the chosen ``r``'s rows with every
-edge's similarity times the share of those partitions that keep its ends together,
-partitioned as above. Sizes (5, 10, 20) on the 20-NN graph: 15 / 8, 80.25 / 81.09
-(COIL-20 -3.9, breast_cancer raw -4.2, Yale B unbalanced -6.5 CA); on the 5-NN graph:
-15 / 10, 81.29 / 82.52; sizes (5, 10) on the 10-NN graph: 15 / 11, 81.17 / 82.61. All bring
-Isolet 20 per class above KMeans (64.8-66.9 CA) but lower the mean NMI by 0.8-2.3 points, and
-cost two or three partitions per fit. Stability under subsampling as the choice of k, also
-dropped: for k in (5, 10, 15) the mean ARI between the partitions of 4 random 80% subsamples
-and the full partition on them; the most stable k (5 on 7 sets, 10 on 5, 15 on 3; Isolet
-20 per class 15, Isolet 5). On the 15 sets other than raw breast_cancer (measured there
-without the standardising rule): at or above KMeans on 14 (default 13: Isolet 20 per class
-63.8 -> 66.2 CA), at or above the best peer on 9 (default 10), mean CA / NMI 80.24 / 83.78
-(default 80.33 / 84.22; MNIST -2.5 / -4.6, Yale B unbalanced -4.5 / -9.8); 15 partitions per
-fit.
 
 Limits: the similarity depends on the angle between samples, not on their norms; that suits
 high-dimensional data (images: the paper's data sets) and not data of very few features (the
