@@ -1,7 +1,7 @@
 """The package's shape: layers, public names across modules, no cycles, short module docstrings.
 
-These read the source (``ast``), not the behaviour: they keep the layout of
-``docs/architecture.md`` from drifting.
+These read the source (``ast``), not the behaviour: they keep the layers described in
+``docs/algorithm.md`` ("Where each equation lives") from drifting.
 """
 import ast
 import os
