@@ -2,6 +2,7 @@
 never rots; CI does not run asv itself), the side-by-side script runs, and the NumPy reference
 agrees with the kernels."""
 import importlib
+import importlib.util
 import inspect
 import itertools
 import os
@@ -12,7 +13,8 @@ import sys
 import numpy as np
 import pytest
 
-from ntnumba import _driver, _reference
+from benchmarks import reference
+from ntnumba import _driver
 from ntnumba.kernels import assign, theta_objective, update_theta
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -22,17 +24,20 @@ PREFIXES = ("time_", "peakmem_", "track_", "mem_")
 
 
 @pytest.fixture(scope="module")
-def benchmarks():
+def asv_suite():
+    """The asv suite's modules, its package imported as ``asv_benchmarks`` (asv imports it as
+    ``benchmarks``, the name of the repository's own benchmarks package)."""
     os.environ["NTNUMBA_BENCH_SIZES"] = "tiny"
-    sys.path.insert(0, str(ROOT / "asv_bench"))
+    folder = ROOT / "asv_bench" / "benchmarks"
+    spec = importlib.util.spec_from_file_location(
+        "asv_benchmarks", folder / "__init__.py", submodule_search_locations=[str(folder)])
+    sys.modules["asv_benchmarks"] = importlib.util.module_from_spec(spec)
     try:
-        for name in list(sys.modules):
-            if name == "benchmarks" or name.startswith("benchmarks."):
-                del sys.modules[name]
-        mods = [importlib.import_module(f"benchmarks.{m}") for m in BENCH_MODULES]
-        yield mods
+        spec.loader.exec_module(sys.modules["asv_benchmarks"])
+        yield [importlib.import_module(f"asv_benchmarks.{m}") for m in BENCH_MODULES]
     finally:
-        sys.path.remove(str(ROOT / "asv_bench"))
+        for name in [n for n in sys.modules if n.split(".")[0] == "asv_benchmarks"]:
+            del sys.modules[name]
         os.environ.pop("NTNUMBA_BENCH_SIZES", None)
 
 
@@ -43,14 +48,14 @@ def _classes(mod):
             yield cls
 
 
-def test_every_asv_benchmark_runs_once_at_tiny_size(benchmarks, monkeypatch):
-    import ntnumba.bench as nb
+def test_every_asv_benchmark_runs_once_at_tiny_size(asv_suite, monkeypatch):
+    from asv_benchmarks.common import harness
     # the compile benchmark runs a fresh interpreter: replace it by a stub of the same shape
-    monkeypatch.setattr(nb, "_subprocess", lambda code, **kw: {"total": 1.0,
-                                                               "stage1_float64": 0.5,
-                                                               "import": 0.1})
+    monkeypatch.setattr(harness, "_subprocess", lambda code, **kw: {"total": 1.0,
+                                                                    "stage1_float64": 0.5,
+                                                                    "import": 0.1})
     ran = []
-    for mod in benchmarks:
+    for mod in asv_suite:
         for cls in _classes(mod):
             params = getattr(cls, "params", [])
             if params and not isinstance(params[0], list):
@@ -82,7 +87,7 @@ def test_every_asv_benchmark_runs_once_at_tiny_size(benchmarks, monkeypatch):
 def test_compile_times_cold_then_cached_in_one_fresh_cache(monkeypatch):
     # the cold measurement must start from an empty numba cache, and the cached one must use
     # the cache the cold one wrote (two interpreters, one NUMBA_CACHE_DIR)
-    import ntnumba.bench as nb
+    import benchmarks.bench as nb
     seen = []
 
     def fake(code, env=None, **kw):
@@ -99,7 +104,7 @@ def test_compile_times_cold_then_cached_in_one_fresh_cache(monkeypatch):
 
 
 def test_bench_script_tiny(capsys):
-    import ntnumba.bench as nb
+    import benchmarks.bench as nb
     res = nb.run("tiny", repeat=1, ref_repeat=1, fit_iter=2, peers=True, memory=False,
                  compile_time=False, scaling=False)
     table = nb.format_table(res["summary"])
@@ -118,7 +123,7 @@ def test_bench_script_tiny(capsys):
 
 
 def test_bench_targets_per_size():
-    import ntnumba.bench as nb
+    import benchmarks.bench as nb
     rows = [("full iteration (s, all threads)", 0.5, "<= 0.3 (goal 0.1)", False),
             ("Stage 1 speed-up vs NumPy reference", 20.0, ">= 50", False),
             ("float32 identical assignments", 0.9, ">= 0.99", False),
@@ -133,7 +138,7 @@ def test_bench_targets_per_size():
 
 
 def test_bench_options_have_help():
-    import ntnumba.bench as nb
+    import benchmarks.bench as nb
     for action in nb.build_parser()._actions:
         assert action.help and len(action.help) > 10, action.option_strings
 
@@ -144,7 +149,7 @@ def test_reference_stage1_agrees_with_kernel(rule):
     Q = 2.0 * rng.standard_normal((50, 90))
     tau, nu = rng.standard_normal((4, 90)), rng.standard_normal((3, 90))
     lab, sim, Y, sc = assign(Q, tau, nu, 0.03, 0.03, rule=rule, lambda_a=0.7)
-    rl, rs, rY, rsc = _reference.assign_reference(Q, tau, nu, 0.03, 0.03, rule=rule,
+    rl, rs, rY, rsc = reference.assign_reference(Q, tau, nu, 0.03, 0.03, rule=rule,
                                                   lambda_a=0.7)
     np.testing.assert_array_equal(lab, rl)
     np.testing.assert_array_equal(sim, rs)
@@ -158,7 +163,7 @@ def test_reference_stage2_agrees_with_kernel():
     tau, nu = rng.standard_normal((3, 40)), rng.standard_normal((2, 40))
     lab, sim, Y, _, det = assign(Q, tau, nu, 0.03, 0.03, return_details=True)
     t1, n1 = update_theta(Q, Y, lab, sim, tau, nu, cost=det["cost"])
-    t2, n2 = _reference.update_theta_reference(Q, Y, lab, sim, tau, nu, cost=det["cost"])
+    t2, n2 = reference.update_theta_reference(Q, Y, lab, sim, tau, nu, cost=det["cost"])
     np.testing.assert_allclose(t1, t2, rtol=1e-8, atol=1e-10)
     assert theta_objective(Q, Y, lab, sim, t1, n1) == pytest.approx(
         theta_objective(Q, Y, lab, sim, t2, n2), rel=1e-12)
@@ -172,7 +177,7 @@ def test_reference_iteration_matches_driver():
     p = _driver.Params(n_clusters=3, n_components=12)
     st = _driver.initialise(X, p, np.random.RandomState(0))
     new, obj, _ = _driver.iterate(X, st, p, np.random.RandomState(0))
-    A, tau, nu, labels, robj = _reference.iterate_reference(X, st.A, st.tau, st.nu, p)
+    A, tau, nu, labels, robj = reference.iterate_reference(X, st.A, st.tau, st.nu, p)
     np.testing.assert_array_equal(labels, new.labels)
     np.testing.assert_allclose(tau, new.tau, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(A, new.A, rtol=1e-6, atol=1e-8)

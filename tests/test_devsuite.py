@@ -1,4 +1,4 @@
-"""The development suite (``python -m ntnumba.reproduce --suite dev``), the held-out loaders
+"""The development suite (``python -m benchmarks.reproduce --suite dev``), the held-out loaders
 and ``initial_labels_``."""
 import json
 from pathlib import Path
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from scipy.io import loadmat
 
-from ntnumba import NTClustering, devsuite, reproduce
+from benchmarks import devsuite, reproduce
+from ntnumba import NTClustering
 from ntnumba.datasets import load_isolet, load_mnist_subset, load_usps
 from ntnumba.metrics import clustering_accuracy, nmi
 

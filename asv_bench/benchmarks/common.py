@@ -6,10 +6,29 @@ M = 4200), the last only with ``NTNUMBA_BENCH_LARGE=1``. ``NTNUMBA_BENCH_SIZES=t
 list) restricts the sizes, e.g. for a quick local run.
 """
 import functools
+import importlib.util
 import os
+import sys
+from pathlib import Path
 
 import numba
 import numpy as np
+
+
+def _harness(name):
+    """The module ``name`` of the repository's ``benchmarks/`` folder, loaded from its file:
+    asv imports this folder as the package ``benchmarks``, which hides the repository's."""
+    key = f"ntnumba_harness_{name}"
+    if key not in sys.modules:
+        path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(key, path)
+        sys.modules[key] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[key])
+    return sys.modules[key]
+
+
+#: the problems and stage callables of ``python -m benchmarks.bench``
+harness = _harness("bench")
 
 
 def sizes():
@@ -30,23 +49,20 @@ DTYPES = ["float64", "float32"]
 @functools.lru_cache(maxsize=None)
 def problem(size):
     """(X, y, params, state after one iteration, Q of that state); cached per process."""
-    from ntnumba.bench import problem as _problem
-    return _problem(size)
+    return harness.problem(size)
 
 
 @functools.lru_cache(maxsize=None)
 def stage_inputs(size):
-    """Callables of the stages on the problem of ``size`` (see ntnumba.bench)."""
-    from ntnumba.bench import _stage_calls
+    """Callables of the stages on the problem of ``size`` (see benchmarks/bench.py)."""
     X, y, p, st, Q = problem(size)
-    return _stage_calls(X, p, st, Q)
+    return harness._stage_calls(X, p, st, Q)
 
 
 @functools.lru_cache(maxsize=None)
 def stage1_input(size, dtype, which="stage1"):
-    from ntnumba.bench import _stage_calls
     X, y, p, st, Q = problem(size)
-    return _stage_calls(X, p, st, Q, np.dtype(dtype))[which]
+    return harness._stage_calls(X, p, st, Q, np.dtype(dtype))[which]
 
 
 def warm_up():

@@ -4,7 +4,7 @@ The same mathematics as the numba kernels (``algorithm.md``), written the way on
 without a compiler: loops over candidate pairs ``(c1, c2)`` and over support iterations, every
 operation vectorised over samples and coordinates (n x M arrays), the quartic solved for all
 samples at once through the eigenvalues of companion matrices, and Stage 3 by a thin SVD of the
-M x N target per step. Used by ``python -m ntnumba.bench`` (speed ratios) and by the tests
+M x N target per step. Used by ``python -m benchmarks.bench`` (speed ratios) and by the tests
 (agreement on small problems). Not part of the public API.
 
 Differences from the kernels, all outside the paper's regime: there is no safeguard (a candidate
@@ -13,7 +13,7 @@ decided by the exact limit at zero for every candidate.
 """
 import numpy as np
 
-from ._linalg import svd
+from ntnumba._linalg import svd
 
 _MAX_SI = 50
 
@@ -330,7 +330,7 @@ def update_theta_reference(Q, Y, labels, sim, tau, nu, *, lambda0=0.03, lambda_a
 # Stage 3 and the objective
 # --------------------------------------------------------------------------------------------
 def _singular_values(s, c, lambda2, lambda3, lambda4):
-    from ._transform import transform_singular_values
+    from ntnumba.kernels import transform_singular_values
     return transform_singular_values(s, c, lambda2, lambda3, lambda4)
 
 

@@ -1,6 +1,6 @@
-"""Development benchmark: ``python -m ntnumba.reproduce --suite dev``.
+"""Development benchmark: ``python -m benchmarks.reproduce --suite dev``.
 
-The reproduction (:mod:`ntnumba.reproduce`) measures the default on the three data sets it was
+The reproduction (:mod:`benchmarks.reproduce`) measures the default on the three data sets it was
 chosen on. This suite measures it where it was *not* chosen: held-out real data (USPS, Isolet,
 the MNIST subset, scikit-learn's bundled digits, iris, wine and breast_cancer, raw and
 standardised), subsets of the real sets (few samples per class, unbalanced classes) and
@@ -30,9 +30,9 @@ set (``CHECK``: data of the same kinds built differently, not used to choose any
 
 Usage::
 
-    python -m ntnumba.reproduce --suite dev --out docs      # 5 seeds, every data set
-    python -m ntnumba.reproduce --suite dev --quick --out /tmp/d      # 1 seed
-    python -m ntnumba.reproduce --suite dev --datasets iris-raw,wine-raw --seeds 2 --out /tmp/d
+    python -m benchmarks.reproduce --suite dev --out docs      # 5 seeds, every data set
+    python -m benchmarks.reproduce --suite dev --quick --out /tmp/d      # 1 seed
+    python -m benchmarks.reproduce --suite dev --datasets iris-raw,wine-raw --seeds 2 --out /tmp/d
 """
 import argparse
 import datetime
@@ -50,7 +50,7 @@ import numpy as np
 
 
 def _images(X):
-    from .datasets import normalize_images
+    from ntnumba.datasets import normalize_images
     return normalize_images(np.asarray(X, dtype=np.float64))
 
 
@@ -68,7 +68,7 @@ def _paper(name):
 
 def _real(name):
     def load():
-        from . import datasets
+        from ntnumba import datasets
         return {"usps": datasets.load_usps, "isolet": datasets.load_isolet,
                 "mnist": datasets.load_mnist_subset}[name]()
     return load
@@ -277,14 +277,14 @@ def _peer_fits(name, X):
 
 def scores(y, labels):
     """CA, NMI and ARI in percent (noise label -1 counts as an error in CA)."""
-    from .metrics import ari, clustering_accuracy, nmi
+    from ntnumba.metrics import ari, clustering_accuracy, nmi
     return {"ca": 100.0 * clustering_accuracy(y, labels), "nmi": 100.0 * nmi(y, labels),
             "ari": 100.0 * ari(y, labels)}
 
 
 def fit_nt(X, y, C, seed, kwargs):
     """One NT fit: scores of ``labels_``, of ``initial_labels_`` and after every iteration."""
-    from . import NTClustering
+    from ntnumba import NTClustering
     per_iter = []
 
     def cb(state):
@@ -499,7 +499,7 @@ def write_markdown(res, path):
           "generated (data seed 0). " if meta.get("set", "dev") == "dev" else
           "Inputs: as described below (`## About this set`). ") +
          "HDBSCAN only on data of at most 64 features (its noise "
-         "points count as errors in CA). Produced by `ntnumba/devsuite.py`.", ""]
+         "points count as errors in CA). Produced by `benchmarks/devsuite.py`.", ""]
     if meta.get("partial"):
         L += [f"**Partial run**: {meta['partial']}", ""]
     L += ["## Summary", ""]
@@ -595,7 +595,7 @@ def _log(msg):
 
 
 def build_parser():
-    ap = argparse.ArgumentParser(prog="python -m ntnumba.reproduce --suite dev",
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.reproduce --suite dev",
                                  description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="one seed (development)")
@@ -620,7 +620,7 @@ def build_parser():
 
 
 def suite_hook(argv):
-    """``--suite dev`` in the arguments of :mod:`ntnumba.reproduce`: run this suite instead.
+    """``--suite dev`` in the arguments of :mod:`benchmarks.reproduce`: run this suite instead.
 
     Returns the result of :func:`main` (the arguments without ``--suite dev``), or None when
     no suite or ``--suite paper`` is asked for (the reproduction runs).
@@ -644,7 +644,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     import sklearn
 
-    from . import __version__
+    from ntnumba import __version__
     cases = SETS[args.set]
     names = args.datasets.split(",") if args.datasets else list(cases)
     for n in names:
@@ -660,7 +660,7 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     t_start = time.perf_counter()
     res = {"meta": {
-        "command": ("python -m ntnumba.reproduce --suite dev " + " ".join(
+        "command": ("python -m benchmarks.reproduce --suite dev " + " ".join(
             [a for a in (sys.argv[1:] if argv is None else argv)
              if a not in ("--suite", "dev", "--suite=dev")])).strip(),
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -738,7 +738,7 @@ spreads, sizes and seeds, blobs through a random linear map, two moons and two c
 scikit-learn's classification generator, wine and breast_cancer with noise features or
 fewer features, and random class subsets of the real sets (other classes and sizes than the
 suite's subsets). Every input as loaded, without further scaling (the real sets as in the
-suite). Defined in `ntnumba/devsuite.py` (`CHECK`).
+suite). Defined in `benchmarks/devsuite.py` (`CHECK`).
 """
 
 #: What was tried for learning that changes the partition (issue 13, item 3).

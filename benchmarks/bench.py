@@ -1,7 +1,7 @@
 """Side-by-side benchmark: ntnumba against its NumPy reference and scikit-learn, in one run.
 
-Run ``python -m ntnumba.bench`` (COIL-20 at the paper's size: n = 1440, N = 500, M = 2100,
-Cd = 20, Cs = 2) or ``python -m ntnumba.bench --size tiny`` (seconds; a smoke test). Every
+Run ``python -m benchmarks.bench`` (COIL-20 at the paper's size: n = 1440, N = 500, M = 2100,
+Cd = 20, Cs = 2) or ``python -m benchmarks.bench --size tiny`` (seconds; a smoke test). Every
 figure is a median of repeats taken in this run, variants interleaved round-robin, and every
 comparison is a ratio of figures from this run: on a shared machine absolute times drift, ratios
 measured together much less. ``--json FILE`` also writes the raw numbers.
@@ -15,7 +15,7 @@ What is measured (see ``docs/performance.md`` for a recorded run):
   ``ntnumba._driver.iterate``), each at 1 and at all numba threads, float64; Stage 1 also in
   float32 (and the share of identical assignments). The Stage-1 targets (speed-up, threads,
   throughput, float32) are measured on the full evaluation;
-* the same iteration by the NumPy reference (``ntnumba._reference``), stage by stage;
+* the same iteration by the NumPy reference (``benchmarks.reference``), stage by stage;
 * Stage-1 throughput (candidate-coordinates per second) against a roof measured here: the rate
   at which a streaming NumPy kernel (a BLAS matrix-vector product over an L2-resident block)
   reads the 4 values one candidate-coordinate of a support pass needs (b, g, v, 1/k), per
@@ -94,8 +94,8 @@ def machine():
 
 def problem(size, seed=0):
     """(X, y, params, state after one iteration, Q of that state) for a named size."""
-    from . import _driver
-    from .datasets import load_demo
+    from ntnumba import _driver
+    from ntnumba.datasets import load_demo
     n, M, Cd, Cs = SIZES[size]
     X, y = load_demo("32x32" if size == "large" else "paper")
     if size == "tiny":
@@ -116,10 +116,10 @@ def problem(size, seed=0):
 def _stage_calls(X, p, st, Q, dtype=np.float64):
     """Callables for Stage 1, 2, 3 and one iteration on (X, state); the inputs of Stages 2
     and 3 are computed once here."""
-    from . import _driver
-    from ._stage1 import assign
-    from ._theta import update_theta
-    from ._transform import assignment_statistics, update_transform
+    from ntnumba import _driver
+    from ntnumba._stage1 import assign
+    from ntnumba._theta import update_theta
+    from ntnumba._transform import assignment_statistics, update_transform
     Qd = Q.astype(dtype)
     lab, sim, Y, _, det = assign(Q, st.tau, st.nu, p.lambda0, p.lambda1, rule=p.rule,
                                  lambda_a=p.lambda_a, return_details=True)
@@ -258,7 +258,7 @@ def run(size="coil", repeat=5, ref_repeat=1, fit_iter=10, peers=True, memory=Tru
     Timings run with the BLAS thread count the driver uses during a fit
     (``ntnumba._parallel.BLAS_THREADS``), the NumPy reference and the peers included.
     """
-    from . import _driver
+    from ntnumba import _driver
     with _driver.blas_context():
         return _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scaling,
                     stream)
@@ -266,10 +266,10 @@ def run(size="coil", repeat=5, ref_repeat=1, fit_iter=10, peers=True, memory=Tru
 
 def _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scaling, stream):
     import numba
-    from . import _driver, _parallel
-    from ._reference import (assign_reference, iterate_reference, update_theta_reference,
+    from ntnumba import _driver, _parallel
+    from .reference import (assign_reference, iterate_reference, update_theta_reference,
                              update_transform_reference)
-    from .metrics import clustering_accuracy
+    from ntnumba.metrics import clustering_accuracy
 
     def say(*a):
         print(*a, file=stream, flush=True)
@@ -397,7 +397,7 @@ def _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scalin
     if peers:
         progress("scikit-learn peers on the same data")
         from sklearn.cluster import KMeans, SpectralClustering
-        from . import NTClustering
+        from ntnumba import NTClustering
         labels = {}
 
         def fit(name, est):
@@ -534,10 +534,10 @@ def format_table(rows):
 
 
 def build_parser():
-    """The command line of ``python -m ntnumba.bench``."""
-    from .cli import _positive_int as _positive
+    """The command line of ``python -m benchmarks.bench``."""
+    from ntnumba.cli import _positive_int as _positive
     ap = argparse.ArgumentParser(
-        prog="python -m ntnumba.bench", description=__doc__.split("\n")[0],
+        prog="python -m benchmarks.bench", description=__doc__.split("\n")[0],
         epilog="The targets column applies at --size coil (the paper's COIL-20 problem) and, "
                "scaled by the work, at --size large; at --size tiny only the size-free targets "
                "(compilation, float32 agreement) are checked. Progress goes to standard error.")
@@ -565,7 +565,7 @@ def build_parser():
 
 
 def main(argv=None):
-    """Run the benchmark (see ``python -m ntnumba.bench --help``); returns the results."""
+    """Run the benchmark (see ``python -m benchmarks.bench --help``); returns the results."""
     a = build_parser().parse_args(argv)
     res = run(a.size, repeat=a.repeat, ref_repeat=a.ref_repeat, fit_iter=a.fit_iter,
               peers=not a.no_peers, memory=not a.no_memory, compile_time=not a.no_compile,

@@ -1,4 +1,4 @@
-"""Reproduce the paper's experiments: ``python -m ntnumba.reproduce``.
+"""Reproduce the paper's experiments: ``python -m benchmarks.reproduce``.
 
 Runs, in one process and on the same inputs (the loaders of :mod:`ntnumba.datasets` at the
 paper's resolutions, every image normalised to zero mean and unit variance):
@@ -20,11 +20,11 @@ demo copy, 5 objects at 16x16, one run, two ablation variants).
 
 Usage::
 
-    python -m ntnumba.reproduce                       # full run, writes ./reproduce-results/
-    python -m ntnumba.reproduce --out docs            # the same, replacing the committed page
-    python -m ntnumba.reproduce --datasets orl --runs 2 --out /tmp/r
-    python -m ntnumba.reproduce --quick --out /tmp/r   # no data folder needed
-    python -m ntnumba.reproduce --suite dev           # held-out data sets (ntnumba/devsuite.py)
+    python -m benchmarks.reproduce                       # full run, writes ./reproduce-results/
+    python -m benchmarks.reproduce --out docs            # the same, replacing the committed page
+    python -m benchmarks.reproduce --datasets orl --runs 2 --out /tmp/r
+    python -m benchmarks.reproduce --quick --out /tmp/r   # no data folder needed
+    python -m benchmarks.reproduce --suite dev           # held-out data sets (benchmarks/devsuite.py)
 
 The data sets are read through :func:`ntnumba.datasets.get_data_home` (``NTNUMBA_DATA`` or
 ``../shared/data``; see ``docs/datasets.md``). When one is missing the command says so in one
@@ -116,7 +116,7 @@ def _stats(values):
 
 def load(name):
     """``(X, y)`` of a data set at the paper's resolution (``"demo"``: the shipped copy)."""
-    from . import datasets
+    from ntnumba import datasets
     if name == "demo":
         X, y = datasets.load_demo("16x16")
         keep = y < 5
@@ -139,14 +139,14 @@ def load_all(names, parser):
 
 
 def _scores(y, labels):
-    from .metrics import clustering_accuracy, nmi, ari
+    from ntnumba.metrics import clustering_accuracy, nmi, ari
     return {"ca": 100.0 * clustering_accuracy(y, labels), "nmi": 100.0 * nmi(y, labels),
             "ari": 100.0 * ari(y, labels)}
 
 
 def fit_nt(X, C, seed, kwargs, self_training=False):
     """Fit NTClustering; returns (model, record) with scores filled by the caller."""
-    from . import NTClustering
+    from ntnumba import NTClustering
     stamps = []
 
     def cb(state):
@@ -178,7 +178,7 @@ def fit_nt(X, C, seed, kwargs, self_training=False):
 
 
 def _a_properties(model):
-    from .metrics import condition_number, mutual_coherence
+    from ntnumba.metrics import condition_number, mutual_coherence
     A = np.asarray(model.components_, dtype=np.float64)
     return {"kappa": float(condition_number(A)), "mu": float(mutual_coherence(A))}
 
@@ -231,7 +231,7 @@ def run_peers(X, y, C, seeds):
 def run_knn(X, y, C, defaults, seed=0):
     """1-NN accuracy (stratified 70/30 split, seed 0): raw pixels vs NT representations."""
     from sklearn.neighbors import KNeighborsClassifier
-    from .metrics import knn_split
+    from ntnumba.metrics import knn_split
 
     tr, te = knn_split(y, test_size=0.3, random_state=seed)
 
@@ -255,8 +255,8 @@ def run_knn(X, y, C, defaults, seed=0):
 
 def run_rejection(X, y, C, defaults, seed=0):
     """Share of rejected samples (reject="auto") among held-out data and noise images."""
-    from .datasets import normalize_images
-    from .metrics import knn_split
+    from ntnumba.datasets import normalize_images
+    from ntnumba.metrics import knn_split
 
     tr, te = knn_split(y, test_size=0.3, random_state=seed)
     model, _ = fit_nt(X[tr], C, seed, dict(defaults))
@@ -537,7 +537,7 @@ def main(argv=None):
     suite = suite_hook(sys.argv[1:] if argv is None else list(argv))
     if suite is not None:
         return suite
-    ap = argparse.ArgumentParser(prog="python -m ntnumba.reproduce", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.reproduce", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",
                     help="smoke version: the shipped demo data, 1 run, 2 ablation variants")
@@ -556,7 +556,7 @@ def main(argv=None):
                          "page of a source checkout)")
     args = ap.parse_args(argv)
 
-    from . import NTClustering, __version__
+    from ntnumba import NTClustering, __version__
 
     t_start = time.perf_counter()
     if args.quick:
@@ -583,7 +583,7 @@ def main(argv=None):
     for k in ("n_clusters", "random_state", "n_jobs", "verbose", "warm_start"):
         eff.pop(k, None)
     res = {"meta": {
-        "command": ("python -m ntnumba.reproduce " + " ".join(sys.argv[1:] if argv is None
+        "command": ("python -m benchmarks.reproduce " + " ".join(sys.argv[1:] if argv is None
                                                                else argv)).strip(),
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "ntnumba_version": __version__, "python": platform.python_version(),
