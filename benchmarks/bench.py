@@ -535,7 +535,7 @@ def format_table(rows):
 
 def build_parser():
     """The command line of ``python -m benchmarks.bench``."""
-    from ntnumba.cli import _positive_int as _positive
+    from .common import positive_int as _positive
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks.bench", description=__doc__.split("\n")[0],
         epilog="The targets column applies at --size coil (the paper's COIL-20 problem) and, "

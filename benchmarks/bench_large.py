@@ -21,7 +21,7 @@ Data (structured, synthetic or augmented real; all generated here, nothing is do
 * ``coil``: the packaged COIL-20 demo (32x32) augmented: each sample a random training image
   shifted by up to one pixel and with 5% noise, ``n`` rows (``ntnumba.datasets.load_demo``).
 * ``coil20``, ``orl``, ``yaleb``: the paper's data sets at the paper's sizes
-  (``benchmarks.reproduce.load``; ``n``, ``d`` and ``--clusters`` do not apply), for the ratio of
+  (``benchmarks.common.load``; ``n``, ``d`` and ``--clusters`` do not apply), for the ratio of
   the default fit's time to SpectralClustering's at those sizes.
 """
 import argparse
@@ -30,9 +30,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
+
+from .common import load, positive_int
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -138,7 +139,6 @@ def make_data(kind, n, d, C, seed=0):
             X[s:s + p.size] = block + 0.05 * X0.std() * rng.standard_normal(block.shape)
         return X, y0[pick]
     if kind in PAPER:
-        from .reproduce import load
         return load(kind)
     raise ValueError(f"kind: expected 'blobs', 'subspaces', 'coil' or one of {PAPER}, "
                      f"got {kind!r}")
@@ -184,15 +184,13 @@ def main(argv=None):
     ap.add_argument("--spectral-max", type=int, default=50000,
                     help="skip SpectralClustering above this many rows")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per fit")
-    ap.add_argument("--repeat", type=int, default=1,
+    ap.add_argument("--repeat", type=positive_int, default=1,
                     help="fits per method, each in a fresh process, the methods interleaved; "
                          "the table and the ratios report the medians")
     ap.add_argument("--compile", action="store_true", help="also the first-call compile time")
     ap.add_argument("--json", help="write the raw results here")
     ap.add_argument("--verbose", type=int, default=0, help="the default fit's progress")
     args = ap.parse_args(argv)
-    if args.repeat < 1:
-        ap.error(f"--repeat: expected an integer >= 1, got {args.repeat}")
     from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
     print(f"load average at start: {os.getloadavg()}", flush=True)

@@ -46,6 +46,9 @@ import warnings
 
 import numpy as np
 
+from .common import load as load_paper
+from .common import load_average, log, scores
+
 # ------------------------------------------------------------------------------------ data sets
 
 
@@ -61,8 +64,7 @@ def _standardise(X):
 
 def _paper(name):
     def load():
-        from .reproduce import load as rload
-        return rload(name)
+        return load_paper(name)
     return load
 
 
@@ -275,13 +277,6 @@ def _peer_fits(name, X):
     return name != "HDBSCAN" or X.shape[1] <= 64
 
 
-def scores(y, labels):
-    """CA, NMI and ARI in percent (noise label -1 counts as an error in CA)."""
-    from ntnumba.metrics import ari, clustering_accuracy, nmi
-    return {"ca": 100.0 * clustering_accuracy(y, labels), "nmi": 100.0 * nmi(y, labels),
-            "ari": 100.0 * ari(y, labels)}
-
-
 def fit_nt(X, y, C, seed, kwargs):
     """One NT fit: scores of ``labels_``, of ``initial_labels_`` and after every iteration."""
     from ntnumba import NTClustering
@@ -298,7 +293,7 @@ def fit_nt(X, y, C, seed, kwargs):
             warnings.simplefilter("ignore")
             model = NTClustering(C, random_state=seed, **kwargs).fit(X, callback=cb)
     except Exception as exc:  # a failed fit is scored as one cluster and listed on the page
-        _log(f"  seed {seed}: the fit failed: {exc!r}")
+        log(f"  seed {seed}: the fit failed: {exc!r}")
         rec = {"seed": seed, "fit_s": time.perf_counter() - t0, "error": repr(exc)}
         one = np.zeros(len(y), dtype=np.int64)
         rec.update(scores(y, one))
@@ -583,17 +578,6 @@ def write_markdown(res, path):
 
 
 # ------------------------------------------------------------------------------------ main
-def _load_average():
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:  # pragma: no cover - not on every platform
-        return "?"
-
-
-def _log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
 def build_parser():
     ap = argparse.ArgumentParser(prog="python -m benchmarks.reproduce --suite dev",
                                  description=__doc__,
@@ -667,7 +651,7 @@ def main(argv=None):
         "ntnumba_version": __version__, "sklearn_version": sklearn.__version__,
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "load_start": _load_average(), "seeds": seeds, "methods": methods,
+        "load_start": load_average(), "seeds": seeds, "methods": methods,
         "nt_configs": {m: NT_CONFIGS[m] for m in methods}}, "datasets": {}}
     stem = "dev_results" if args.set == "dev" else f"dev_{args.set}"
     res["meta"]["set"] = args.set
@@ -676,20 +660,20 @@ def main(argv=None):
         group, _, desc = cases[name]
         X, y = load_case(name)
         C = int(y.max()) + 1
-        _log(f"{name}: {X.shape[0]} x {X.shape[1]}, {C} classes")
+        log(f"{name}: {X.shape[0]} x {X.shape[1]}, {C} classes")
         d = {"group": group, "description": desc, "n_samples": int(X.shape[0]),
              "n_features": int(X.shape[1]), "n_clusters": C, "methods": {}, "peers": {}}
         for m in methods:
             runs = [fit_nt(X, y, C, s, NT_CONFIGS[m]) for s in seeds]
             d["methods"][m] = _summarise(runs)
-            _log(f"  {m}: CA {d['methods'][m]['ca']['mean']:.1f} "
-                 f"NMI {d['methods'][m]['nmi']['mean']:.1f}")
+            log(f"  {m}: CA {d['methods'][m]['ca']['mean']:.1f} "
+                f"NMI {d['methods'][m]['nmi']['mean']:.1f}")
         if not args.no_peers:
             for p in PEERS:
                 if _peer_fits(p, X):
                     d["peers"][p] = run_peer(p, X, y, C, seeds, cache)
-                    _log(f"  {p}: CA {d['peers'][p]['ca']['mean']:.1f} "
-                         f"NMI {d['peers'][p]['nmi']['mean']:.1f}")
+                    log(f"  {p}: CA {d['peers'][p]['ca']['mean']:.1f} "
+                        f"NMI {d['peers'][p]['nmi']['mean']:.1f}")
         res["datasets"][name] = d
         res["meta"]["total_minutes"] = (time.perf_counter() - t_start) / 60.0
         with open(json_path, "w") as fh:
@@ -699,13 +683,13 @@ def main(argv=None):
             write_markdown(res, os.path.join(args.out, stem + ".md"))
     res["meta"].pop("partial", None)
     res["meta"]["total_minutes"] = (time.perf_counter() - t_start) / 60.0
-    res["meta"]["load_end"] = _load_average()
+    res["meta"]["load_end"] = load_average()
     res["notes"] = PROVENANCE + LEARNING_NOTES if args.set == "dev" else CHECK_NOTES
     with open(json_path, "w") as fh:
         json.dump(res, fh, indent=1, default=float)
     if not args.no_peers:
         write_markdown(res, os.path.join(args.out, stem + ".md"))
-    _log(f"wrote {json_path} ({res['meta']['total_minutes']:.1f} min)")
+    log(f"wrote {json_path} ({res['meta']['total_minutes']:.1f} min)")
     return res
 
 

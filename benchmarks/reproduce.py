@@ -41,6 +41,8 @@ import warnings
 
 import numpy as np
 
+from .common import load, log, scores
+
 # --------------------------------------------------------------------------- the paper's numbers
 #: Tables 1, 2 and 5 of Kostadinov et al. (2019): CA/NMI %, k-NN accuracy % on the NT
 #: representations and on the original data, kappa(A), mu(A), seconds per iteration.
@@ -105,25 +107,9 @@ OUT = "reproduce-results"
 
 
 # --------------------------------------------------------------------------- helpers
-def _log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
 def _stats(values):
     v = np.asarray(values, dtype=np.float64)
     return {"mean": float(np.mean(v)), "std": float(np.std(v)), "values": [float(x) for x in v]}
-
-
-def load(name):
-    """``(X, y)`` of a data set at the paper's resolution (``"demo"``: the shipped copy)."""
-    from ntnumba import datasets
-    if name == "demo":
-        X, y = datasets.load_demo("16x16")
-        keep = y < 5
-        return X[keep], y[keep]
-    loader = {"coil20": datasets.load_coil20, "orl": datasets.load_orl,
-              "yaleb": datasets.load_yaleb}[name]
-    return loader("paper")
 
 
 def load_all(names, parser):
@@ -136,12 +122,6 @@ def load_all(names, parser):
             parser.exit(1, f"{parser.prog}: error: {NAMES[d]}: {exc} ('--quick' runs on the "
                            "copy of COIL-20 shipped with the package)\n")
     return data
-
-
-def _scores(y, labels):
-    from ntnumba.metrics import clustering_accuracy, nmi, ari
-    return {"ca": 100.0 * clustering_accuracy(y, labels), "nmi": 100.0 * nmi(y, labels),
-            "ari": 100.0 * ari(y, labels)}
 
 
 def fit_nt(X, C, seed, kwargs, self_training=False):
@@ -188,11 +168,11 @@ def run_default(X, y, C, seeds, defaults):
     runs = []
     for s in seeds:
         model, rec = fit_nt(X, C, s, dict(defaults))
-        rec.update(_scores(y, model.labels_))
+        rec.update(scores(y, model.labels_))
         rec.update(_a_properties(model))
         runs.append(rec)
-        _log(f"  ntnumba default seed {s}: CA {rec['ca']:.1f} NMI {rec['nmi']:.1f} "
-             f"({rec['fit_s']:.1f}s, r={rec.get('n_shared')})")
+        log(f"  ntnumba default seed {s}: CA {rec['ca']:.1f} NMI {rec['nmi']:.1f} "
+            f"({rec['fit_s']:.1f}s, r={rec.get('n_shared')})")
     out = {k: _stats([r[k] for r in runs]) for k in ("ca", "nmi", "ari", "fit_s", "kappa",
                                                       "mu")}
     sp = [r["s_per_iter"] for r in runs if r["s_per_iter"] is not None]
@@ -220,11 +200,11 @@ def run_peers(X, y, C, seeds):
                 warnings.simplefilter("ignore")
                 labels = make(s).fit_predict(X)
             rec = {"seed": s, "fit_s": time.perf_counter() - t0}
-            rec.update(_scores(y, labels))
+            rec.update(scores(y, labels))
             runs.append(rec)
         out[name] = {k: _stats([r[k] for r in runs]) for k in ("ca", "nmi", "ari", "fit_s")}
         out[name]["runs"] = runs
-        _log(f"  {name}: CA {out[name]['ca']['mean']:.1f} NMI {out[name]['nmi']['mean']:.1f}")
+        log(f"  {name}: CA {out[name]['ca']['mean']:.1f} NMI {out[name]['nmi']['mean']:.1f}")
     return out
 
 
@@ -248,8 +228,8 @@ def run_knn(X, y, C, defaults, seed=0):
             return model._graph_rows(model._scaled(Z, model.scale_))
         out["nt_code"] = acc(codes(X[tr]), codes(X[te]))
     pred = model.predict(X[te])
-    out["train_ca"] = _scores(y[tr], model.labels_)["ca"]
-    out["heldout_predict_ca"] = _scores(np.r_[y[tr], y[te]], np.r_[model.labels_, pred])["ca"]
+    out["train_ca"] = scores(y[tr], model.labels_)["ca"]
+    out["heldout_predict_ca"] = scores(np.r_[y[tr], y[te]], np.r_[model.labels_, pred])["ca"]
     return out
 
 
@@ -281,7 +261,7 @@ def run_ablation(X, y, C, seeds, defaults, names, max_iter_alt):
         runs = []
         for s in seeds:
             model, rec = fit_nt(X, C, s, kw, self_training=self_training)
-            rec.update(_scores(y, model.labels_))
+            rec.update(scores(y, model.labels_))
             rec["n_clusters_found"] = int(np.unique(model.labels_).size)
             runs.append(rec)
         res = {k: _stats([r[k] for r in runs]) for k in ("ca", "nmi", "fit_s")}
@@ -290,8 +270,8 @@ def run_ablation(X, y, C, seeds, defaults, names, max_iter_alt):
                            defaults[k] != v},
                    max_iter=kw.get("max_iter"))
         out[name] = res
-        _log(f"  ablation {name}: CA {res['ca']['mean']:.1f} NMI {res['nmi']['mean']:.1f} "
-             f"({res['fit_s']['mean']:.1f}s/fit)")
+        log(f"  ablation {name}: CA {res['ca']['mean']:.1f} NMI {res['nmi']['mean']:.1f} "
+            f"({res['fit_s']['mean']:.1f}s/fit)")
     return out
 
 
@@ -596,11 +576,11 @@ def main(argv=None):
         X, y = data[d]
         C = int(np.unique(y).size)
         r = {"n_samples": int(X.shape[0]), "n_features": int(X.shape[1]), "n_clusters": C}
-        _log(f"{NAMES[d]}: {X.shape[0]} x {X.shape[1]}, {C} classes; default x{runs}")
+        log(f"{NAMES[d]}: {X.shape[0]} x {X.shape[1]}, {C} classes; default x{runs}")
         r["default"] = run_default(X, y, C, seeds, defaults)
         r["peers"] = run_peers(X, y, C, seeds)
         if not args.no_knn:
-            _log(f"{NAMES[d]}: k-NN accuracy and rejection")
+            log(f"{NAMES[d]}: k-NN accuracy and rejection")
             r["knn"] = run_knn(X, y, C, defaults)
             r["rejection"] = run_rejection(X, y, C, defaults)
         if not args.no_ablation:
@@ -616,8 +596,8 @@ def main(argv=None):
     with open(os.path.join(args.out, "results.json"), "w") as fh:
         json.dump(res, fh, indent=1, default=float)
     write_markdown(res, os.path.join(args.out, "results.md"), plots)
-    _log(f"wrote {os.path.join(args.out, 'results.md')} and results.json "
-         f"({res['meta']['total_minutes']:.1f} min)")
+    log(f"wrote {os.path.join(args.out, 'results.md')} and results.json "
+        f"({res['meta']['total_minutes']:.1f} min)")
     return res
 
 
