@@ -5,17 +5,29 @@ without a compiler: loops over candidate pairs ``(c1, c2)`` and over support ite
 operation vectorised over samples and coordinates (n x M arrays), the quartic solved for all
 samples at once through the eigenvalues of companion matrices, and Stage 3 by a thin SVD of the
 M x N target per step. Used by ``python -m benchmarks.bench`` (speed ratios) and by the tests
-(agreement on small problems). Not part of the public API.
+(agreement on small problems); not installed with the package.
 
 Differences from the kernels, all outside the paper's regime: there is no safeguard (a candidate
 whose support iteration does not settle within ``_MAX_SI`` passes is invalid), and validity is
 decided by the exact limit at zero for every candidate.
 """
 import numpy as np
-
-from ntnumba._linalg import svd
+import scipy.linalg
 
 _MAX_SI = 50
+
+
+def svd(A, full_matrices=True, compute_uv=True):
+    """:func:`numpy.linalg.svd` (LAPACK gesdd), gesvd where gesdd does not converge (it can
+    fail on a finite matrix with a tight cluster of singular values, as the package's SVD
+    handles it)."""
+    try:
+        return np.linalg.svd(A, full_matrices=full_matrices, compute_uv=compute_uv)
+    except np.linalg.LinAlgError:
+        if not np.all(np.isfinite(A)):
+            raise
+        return scipy.linalg.svd(A, full_matrices=full_matrices, compute_uv=compute_uv,
+                                lapack_driver="gesvd", check_finite=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -372,7 +384,8 @@ def update_transform_reference(X, Ybar, A, *, lambda2=16.0, lambda3=16.0, lambda
 
 
 def iterate_reference(X, A, tau, nu, p):
-    """One full iteration (Stages 1-3 and the objective) in NumPy; ``p`` a driver ``Params``.
+    """One full iteration (Stages 1-3 and the objective) in NumPy; ``p`` the hyper-parameters
+    (attributes as :class:`benchmarks.stages.Params`).
 
     Returns ``(A, tau, nu, labels, objective)``.
     """

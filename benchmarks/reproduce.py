@@ -128,9 +128,13 @@ def fit_nt(X, C, seed, kwargs, self_training=False):
     """Fit NTClustering; returns (model, record) with scores filled by the caller."""
     from ntnumba import NTClustering
     stamps = []
+    graphs = []
 
     def cb(state):
         stamps.append(time.perf_counter())
+        # the graph rule's partition of this iteration (n_shared, its cut for every candidate
+        # r): an attribute of the callback's state that its documentation does not list
+        graphs.append(getattr(state, "graph", None))
         if self_training:
             state.graph = None  # the next iteration re-partitions with the new A
         return False
@@ -151,7 +155,7 @@ def fit_nt(X, C, seed, kwargs, self_training=False):
     if hasattr(model, "n_shared_"):
         rec["n_shared"] = int(model.n_shared_)
         rec["graph_cut"] = float(model.graph_cut_)
-        g = getattr(model._state, "graph", None) or {}
+        g = (graphs[-1] if graphs else None) or {}
         if "ncut" in g:
             rec["ncut_by_r"] = {str(k): float(v) for k, v in g["ncut"].items()}
     return model, rec
@@ -224,13 +228,18 @@ def run_knn(X, y, C, defaults, seed=0):
     Ytr, Yte = model.transform(X[tr]), model.transform(X[te])
     out["nt_y"] = acc(Ytr, Yte)
     if hasattr(model, "shared_components_"):
-        def codes(Z):
-            return model._graph_rows(model._scaled(Z, model.scale_))
-        out["nt_code"] = acc(codes(X[tr]), codes(X[te]))
+        out["nt_code"] = acc(_graph_rows(model, X[tr]), _graph_rows(model, X[te]))
     pred = model.predict(X[te])
     out["train_ca"] = scores(y[tr], model.labels_)["ca"]
     out["heldout_predict_ca"] = scores(np.r_[y[tr], y[te]], np.r_[model.labels_, pred])["ca"]
     return out
+
+
+def _graph_rows(model, X):
+    """The rows the graph rule of a fitted model compares for the samples ``X`` (scaled as in
+    the fit, its shared directions removed, its representation rules applied). No public
+    equivalent: the estimator's private ``_scaled`` and ``_graph_rows``."""
+    return model._graph_rows(model._scaled(X, model.scale_))
 
 
 def run_rejection(X, y, C, defaults, seed=0):

@@ -1,6 +1,7 @@
 """Smoke test of the benchmarks: every asv benchmark runs once at the tiny size (so the suite
 never rots; CI does not run asv itself), the side-by-side script runs, and the NumPy reference
-agrees with the kernels."""
+(``benchmarks/reference.py``) agrees with the kernels, with a fit and with the iteration the
+benchmarks compose of the kernels (``benchmarks/stages.py``)."""
 import importlib
 import importlib.util
 import inspect
@@ -13,8 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from benchmarks import reference
-from ntnumba import _driver
+from benchmarks import reference, stages
 from ntnumba.kernels import assign, theta_objective, update_theta
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -49,11 +49,11 @@ def _classes(mod):
 
 
 def test_every_asv_benchmark_runs_once_at_tiny_size(asv_suite, monkeypatch):
-    from asv_benchmarks.common import harness
+    from asv_benchmarks.common import stages as loaded
     # the compile benchmark runs a fresh interpreter: replace it by a stub of the same shape
-    monkeypatch.setattr(harness, "_subprocess", lambda code, **kw: {"total": 1.0,
-                                                                    "stage1_float64": 0.5,
-                                                                    "import": 0.1})
+    monkeypatch.setattr(loaded, "_subprocess", lambda code, **kw: {"total": 1.0,
+                                                                   "stage1_float64": 0.5,
+                                                                   "import": 0.1})
     ran = []
     for mod in asv_suite:
         for cls in _classes(mod):
@@ -87,7 +87,6 @@ def test_every_asv_benchmark_runs_once_at_tiny_size(asv_suite, monkeypatch):
 def test_compile_times_cold_then_cached_in_one_fresh_cache(monkeypatch):
     # the cold measurement must start from an empty numba cache, and the cached one must use
     # the cache the cold one wrote (two interpreters, one NUMBA_CACHE_DIR)
-    import benchmarks.bench as nb
     seen = []
 
     def fake(code, env=None, **kw):
@@ -96,8 +95,8 @@ def test_compile_times_cold_then_cached_in_one_fresh_cache(monkeypatch):
         with open(os.path.join(d, f"run{len(seen)}"), "w"):
             pass
         return {"total": float(len(seen))}
-    monkeypatch.setattr(nb, "_subprocess", fake)
-    cold, cached = nb.compile_times()
+    monkeypatch.setattr(stages, "_subprocess", fake)
+    cold, cached = stages.compile_times()
     assert (cold["total"], cached["total"]) == (1.0, 2.0)
     assert seen[0] == (seen[1][0], []) and seen[1][1] == ["run1"]
     assert not os.path.exists(seen[0][0])  # removed afterwards
@@ -171,17 +170,43 @@ def test_reference_stage2_agrees_with_kernel():
     np.testing.assert_allclose(n1, n2, rtol=1e-8, atol=1e-7)
 
 
-def test_reference_iteration_matches_driver():
-    rng = np.random.default_rng(5)
-    X = rng.standard_normal((40, 6))
-    p = _driver.Params(n_clusters=3, n_components=12)
-    st = _driver.initialise(X, p, np.random.RandomState(0))
-    new, obj, _ = _driver.iterate(X, st, p, np.random.RandomState(0))
-    A, tau, nu, labels, robj = reference.iterate_reference(X, st.A, st.tau, st.nu, p)
-    np.testing.assert_array_equal(labels, new.labels)
-    np.testing.assert_allclose(tau, new.tau, rtol=1e-7, atol=1e-9)
-    np.testing.assert_allclose(A, new.A, rtol=1e-6, atol=1e-8)
-    assert robj == pytest.approx(obj, rel=1e-8)
+def _two_iterations_of_a_fit():
+    """(X, params, the states after iterations 1 and 2 of a fit of the paper's alternating
+    rule), each ``(A, tau, nu, labels, objective)`` from the fit's callback."""
+    X = np.random.default_rng(5).standard_normal((40, 6))
+    p = stages.Params.of(3, 12)
+    states = []
+
+    def keep(state):
+        states.append((state.A.copy(), state.tau.copy(), state.nu.copy(),
+                       np.array(state.labels), state.objective_history[-1]))
+    p.estimator(init="k-means++", max_iter=2, tol=0, scaling=None,
+                random_state=0).fit(X, callback=keep)
+    return X, p, states
+
+
+def _same_iteration(got, want):
+    A, tau, nu, labels, obj = got
+    np.testing.assert_array_equal(labels, want[3])
+    np.testing.assert_allclose(tau, want[1], rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(A, want[0], rtol=1e-6, atol=1e-8)
+    assert obj == pytest.approx(want[4], rel=1e-8)
+
+
+def test_reference_iteration_matches_a_fit():
+    X, p, (first, second) = _two_iterations_of_a_fit()
+    _same_iteration(reference.iterate_reference(X, *first[:3], p), second)
+
+
+def test_benchmark_iteration_of_the_kernels_matches_a_fit():
+    X, p, (first, second) = _two_iterations_of_a_fit()
+    ws = {}
+    got = stages.iterate(X, *first[:3], p, workspace=ws)
+    _same_iteration(got[:5], second)
+    # the next iteration from the statistics and workspace it left equals one without them
+    again = stages.iterate(X, *got[:3], p, Q=got[5], like=got[6], workspace=ws)
+    fresh = stages.iterate(X, *got[:3], p)
+    _same_iteration(again[:5], fresh[:5])
 
 
 def test_asv_check_finds_the_suite(tmp_path):
