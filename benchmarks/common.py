@@ -50,3 +50,9 @@ def scores(y, labels):
     from ntnumba.metrics import ari, clustering_accuracy, nmi
     return {"ca": 100.0 * clustering_accuracy(y, labels), "nmi": 100.0 * nmi(y, labels),
             "ari": 100.0 * ari(y, labels)}
+
+
+def table(header, rows):
+    """A Markdown table: the ``header`` cells, a rule, then one line per row of ``rows``."""
+    return "".join(f"| {' | '.join(cells)} |\n" for cells in [header, *rows]).replace(
+        "\n", "\n|" + "---|" * len(header) + "\n", 1)
