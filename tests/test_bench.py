@@ -48,6 +48,7 @@ def _classes(mod):
             yield cls
 
 
+@pytest.mark.slow
 def test_every_asv_benchmark_runs_once_at_tiny_size(asv_suite, monkeypatch):
     from asv_benchmarks.common import stages as loaded
     # the compile benchmark runs a fresh interpreter: replace it by a stub of the same shape
@@ -149,7 +150,7 @@ def test_reference_stage1_agrees_with_kernel(rule):
     tau, nu = rng.standard_normal((4, 90)), rng.standard_normal((3, 90))
     lab, sim, Y, sc = assign(Q, tau, nu, 0.03, 0.03, rule=rule, lambda_a=0.7)
     rl, rs, rY, rsc = reference.assign_reference(Q, tau, nu, 0.03, 0.03, rule=rule,
-                                                  lambda_a=0.7)
+                                                 lambda_a=0.7)
     np.testing.assert_array_equal(lab, rl)
     np.testing.assert_array_equal(sim, rs)
     np.testing.assert_allclose(Y, rY, rtol=1e-10, atol=1e-12)
@@ -209,6 +210,7 @@ def test_benchmark_iteration_of_the_kernels_matches_a_fit():
     _same_iteration(again[:5], fresh[:5])
 
 
+@pytest.mark.slow
 def test_asv_check_finds_the_suite(tmp_path):
     """asv discovers every benchmark and accepts its parameters (where asv is installed)."""
     import shutil

@@ -9,12 +9,20 @@ from scipy.io import loadmat
 
 from benchmarks import devsuite, reproduce
 from ntnumba import NTClustering
-from ntnumba.datasets import load_isolet, load_mnist_subset, load_usps
+from ntnumba.datasets import get_data_home, load_isolet, load_mnist_subset, load_usps
 from ntnumba.metrics import clustering_accuracy, nmi
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+def _data_home():
+    try:
+        return get_data_home()
+    except FileNotFoundError:
+        return Path("no-data-folder")
+
+
+SHARED = _data_home()  # NTNUMBA_DATA or ../shared/data
 needs_data = pytest.mark.skipif(not (SHARED / "usps").is_dir(),
-                                reason="real data sets not found in ../shared/data")
+                                reason="real data sets not found (NTNUMBA_DATA, ../shared/data)")
 
 
 @needs_data
@@ -128,6 +136,7 @@ def test_targets_report_learning_against_the_initial_partition():
     assert "CA 70.00 vs 70.00, NMI 62.50 vs 62.50 (not met)" in text
 
 
+@pytest.mark.slow
 def test_check_set_is_its_own_page(tmp_path, monkeypatch):
     monkeypatch.setattr(devsuite, "NT_CONFIGS", {"ntnumba (default)": {"n_components": 24}})
     reproduce.main(["--suite", "dev", "--set", "check", "--datasets", "c-wine-6f,c-circles",

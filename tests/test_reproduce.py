@@ -5,12 +5,14 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from benchmarks import reproduce
 from ntnumba import NTClustering
 from ntnumba.metrics import clustering_accuracy, nmi
 
 
+@pytest.mark.slow
 def test_quick_reproduction_writes_consistent_results(tmp_path):
     res = reproduce.main(["--quick", "--out", str(tmp_path)])
     md = (tmp_path / "results.md").read_text()
@@ -39,6 +41,7 @@ def test_quick_reproduction_writes_consistent_results(tmp_path):
     assert np.isfinite(d["rejection"]["threshold"])
 
 
+@pytest.mark.slow
 def test_missing_data_fails_in_one_line_and_writes_nothing(tmp_path):
     """Run from another folder (the checkout on the path) without the data: one line,
     status 1, no ./docs and no output folder created."""
@@ -57,4 +60,3 @@ def test_missing_data_fails_in_one_line_and_writes_nothing(tmp_path):
     assert lines[0].startswith("python -m benchmarks.reproduce: error: ORL (24x24): ")
     assert "NTNUMBA_DATA" in lines[0] and "--quick" in lines[0]
     assert os.listdir(work) == []
-
