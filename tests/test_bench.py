@@ -1,7 +1,9 @@
 """Smoke test of the benchmarks: every asv benchmark runs once at the tiny size (so the suite
 never rots; CI does not run asv itself), the side-by-side script runs, and the NumPy reference
-agrees with the kernels."""
+(``benchmarks/reference.py``) agrees with the kernels, with a fit and with the iteration the
+benchmarks compose of the kernels (``benchmarks/stages.py``)."""
 import importlib
+import importlib.util
 import inspect
 import itertools
 import os
@@ -12,9 +14,8 @@ import sys
 import numpy as np
 import pytest
 
-from ntnumba import _reference
-from ntnumba.engine import loop as _driver
-from ntnumba.kernels import assign, update_theta
+from benchmarks import reference, stages
+from ntnumba.kernels import assign, theta_objective, update_theta
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # every benchmark file of the asv suite, so that a new one is run here too
@@ -23,17 +24,20 @@ PREFIXES = ("time_", "peakmem_", "track_", "mem_")
 
 
 @pytest.fixture(scope="module")
-def benchmarks():
+def asv_suite():
+    """The asv suite's modules, its package imported as ``asv_benchmarks`` (asv imports it as
+    ``benchmarks``, the name of the repository's own benchmarks package)."""
     os.environ["NTNUMBA_BENCH_SIZES"] = "tiny"
-    sys.path.insert(0, str(ROOT / "asv_bench"))
+    folder = ROOT / "asv_bench" / "benchmarks"
+    spec = importlib.util.spec_from_file_location(
+        "asv_benchmarks", folder / "__init__.py", submodule_search_locations=[str(folder)])
+    sys.modules["asv_benchmarks"] = importlib.util.module_from_spec(spec)
     try:
-        for name in list(sys.modules):
-            if name == "benchmarks" or name.startswith("benchmarks."):
-                del sys.modules[name]
-        mods = [importlib.import_module(f"benchmarks.{m}") for m in BENCH_MODULES]
-        yield mods
+        spec.loader.exec_module(sys.modules["asv_benchmarks"])
+        yield [importlib.import_module(f"asv_benchmarks.{m}") for m in BENCH_MODULES]
     finally:
-        sys.path.remove(str(ROOT / "asv_bench"))
+        for name in [n for n in sys.modules if n.split(".")[0] == "asv_benchmarks"]:
+            del sys.modules[name]
         os.environ.pop("NTNUMBA_BENCH_SIZES", None)
 
 
@@ -44,14 +48,15 @@ def _classes(mod):
             yield cls
 
 
-def test_every_asv_benchmark_runs_once_at_tiny_size(benchmarks, monkeypatch):
-    import ntnumba.bench as nb
+@pytest.mark.slow
+def test_every_asv_benchmark_runs_once_at_tiny_size(asv_suite, monkeypatch):
+    from asv_benchmarks.common import stages as loaded
     # the compile benchmark runs a fresh interpreter: replace it by a stub of the same shape
-    monkeypatch.setattr(nb, "_subprocess", lambda code, **kw: {"total": 1.0,
-                                                               "stage1_float64": 0.5,
-                                                               "import": 0.1})
+    monkeypatch.setattr(loaded, "_subprocess", lambda code, **kw: {"total": 1.0,
+                                                                   "stage1_float64": 0.5,
+                                                                   "import": 0.1})
     ran = []
-    for mod in benchmarks:
+    for mod in asv_suite:
         for cls in _classes(mod):
             params = getattr(cls, "params", [])
             if params and not isinstance(params[0], list):
@@ -83,7 +88,6 @@ def test_every_asv_benchmark_runs_once_at_tiny_size(benchmarks, monkeypatch):
 def test_compile_times_cold_then_cached_in_one_fresh_cache(monkeypatch):
     # the cold measurement must start from an empty numba cache, and the cached one must use
     # the cache the cold one wrote (two interpreters, one NUMBA_CACHE_DIR)
-    import ntnumba.bench as nb
     seen = []
 
     def fake(code, env=None, **kw):
@@ -92,15 +96,15 @@ def test_compile_times_cold_then_cached_in_one_fresh_cache(monkeypatch):
         with open(os.path.join(d, f"run{len(seen)}"), "w"):
             pass
         return {"total": float(len(seen))}
-    monkeypatch.setattr(nb, "_subprocess", fake)
-    cold, cached = nb.compile_times()
+    monkeypatch.setattr(stages, "_subprocess", fake)
+    cold, cached = stages.compile_times()
     assert (cold["total"], cached["total"]) == (1.0, 2.0)
     assert seen[0] == (seen[1][0], []) and seen[1][1] == ["run1"]
     assert not os.path.exists(seen[0][0])  # removed afterwards
 
 
 def test_bench_script_tiny(capsys):
-    import ntnumba.bench as nb
+    import benchmarks.bench as nb
     res = nb.run("tiny", repeat=1, ref_repeat=1, fit_iter=2, peers=True, memory=False,
                  compile_time=False, scaling=False)
     table = nb.format_table(res["summary"])
@@ -119,7 +123,7 @@ def test_bench_script_tiny(capsys):
 
 
 def test_bench_targets_per_size():
-    import ntnumba.bench as nb
+    import benchmarks.bench as nb
     rows = [("full iteration (s, all threads)", 0.5, "<= 0.3 (goal 0.1)", False),
             ("Stage 1 speed-up vs NumPy reference", 20.0, ">= 50", False),
             ("float32 identical assignments", 0.9, ">= 0.99", False),
@@ -134,7 +138,7 @@ def test_bench_targets_per_size():
 
 
 def test_bench_options_have_help():
-    import ntnumba.bench as nb
+    import benchmarks.bench as nb
     for action in nb.build_parser()._actions:
         assert action.help and len(action.help) > 10, action.option_strings
 
@@ -145,8 +149,8 @@ def test_reference_stage1_agrees_with_kernel(rule):
     Q = 2.0 * rng.standard_normal((50, 90))
     tau, nu = rng.standard_normal((4, 90)), rng.standard_normal((3, 90))
     lab, sim, Y, sc = assign(Q, tau, nu, 0.03, 0.03, rule=rule, lambda_a=0.7)
-    rl, rs, rY, rsc = _reference.assign_reference(Q, tau, nu, 0.03, 0.03, rule=rule,
-                                                  lambda_a=0.7)
+    rl, rs, rY, rsc = reference.assign_reference(Q, tau, nu, 0.03, 0.03, rule=rule,
+                                                 lambda_a=0.7)
     np.testing.assert_array_equal(lab, rl)
     np.testing.assert_array_equal(sim, rs)
     np.testing.assert_allclose(Y, rY, rtol=1e-10, atol=1e-12)
@@ -159,24 +163,54 @@ def test_reference_stage2_agrees_with_kernel():
     tau, nu = rng.standard_normal((3, 40)), rng.standard_normal((2, 40))
     lab, sim, Y, _, det = assign(Q, tau, nu, 0.03, 0.03, return_details=True)
     t1, n1 = update_theta(Q, Y, lab, sim, tau, nu, cost=det["cost"])
-    t2, n2 = _reference.update_theta_reference(Q, Y, lab, sim, tau, nu, cost=det["cost"])
+    t2, n2 = reference.update_theta_reference(Q, Y, lab, sim, tau, nu, cost=det["cost"])
     np.testing.assert_allclose(t1, t2, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(n1, n2, rtol=1e-8, atol=1e-10)
+    assert theta_objective(Q, Y, lab, sim, t1, n1) == pytest.approx(
+        theta_objective(Q, Y, lab, sim, t2, n2), rel=1e-12)
+    # the last nu step picks between candidates tied to rounding: nu known to sqrt(2eps|f|/kq)~6e-8
+    np.testing.assert_allclose(n1, n2, rtol=1e-8, atol=1e-7)
 
 
-def test_reference_iteration_matches_driver():
-    rng = np.random.default_rng(5)
-    X = rng.standard_normal((40, 6))
-    p = _driver.Params(n_clusters=3, n_components=12)
-    st = _driver.initialise(X, p, np.random.RandomState(0))
-    new, obj, _ = _driver.iterate(X, st, p, np.random.RandomState(0))
-    A, tau, nu, labels, robj = _reference.iterate_reference(X, st.A, st.tau, st.nu, p)
-    np.testing.assert_array_equal(labels, new.labels)
-    np.testing.assert_allclose(tau, new.tau, rtol=1e-7, atol=1e-9)
-    np.testing.assert_allclose(A, new.A, rtol=1e-6, atol=1e-8)
-    assert robj == pytest.approx(obj, rel=1e-8)
+def _two_iterations_of_a_fit():
+    """(X, params, the states after iterations 1 and 2 of a fit of the paper's alternating
+    rule), each ``(A, tau, nu, labels, objective)`` from the fit's callback."""
+    X = np.random.default_rng(5).standard_normal((40, 6))
+    p = stages.Params.of(3, 12)
+    states = []
+
+    def keep(state):
+        states.append((state.A.copy(), state.tau.copy(), state.nu.copy(),
+                       np.array(state.labels), state.objective_history[-1]))
+    p.estimator(init="k-means++", max_iter=2, tol=0, scaling=None,
+                random_state=0).fit(X, callback=keep)
+    return X, p, states
 
 
+def _same_iteration(got, want):
+    A, tau, nu, labels, obj = got
+    np.testing.assert_array_equal(labels, want[3])
+    np.testing.assert_allclose(tau, want[1], rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(A, want[0], rtol=1e-6, atol=1e-8)
+    assert obj == pytest.approx(want[4], rel=1e-8)
+
+
+def test_reference_iteration_matches_a_fit():
+    X, p, (first, second) = _two_iterations_of_a_fit()
+    _same_iteration(reference.iterate_reference(X, *first[:3], p), second)
+
+
+def test_benchmark_iteration_of_the_kernels_matches_a_fit():
+    X, p, (first, second) = _two_iterations_of_a_fit()
+    ws = {}
+    got = stages.iterate(X, *first[:3], p, workspace=ws)
+    _same_iteration(got[:5], second)
+    # the next iteration from the statistics and workspace it left equals one without them
+    again = stages.iterate(X, *got[:3], p, Q=got[5], like=got[6], workspace=ws)
+    fresh = stages.iterate(X, *got[:3], p)
+    _same_iteration(again[:5], fresh[:5])
+
+
+@pytest.mark.slow
 def test_asv_check_finds_the_suite(tmp_path):
     """asv discovers every benchmark and accepts its parameters (where asv is installed)."""
     import shutil

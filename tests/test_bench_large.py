@@ -1,7 +1,7 @@
-"""The large-data benchmark's summary of repeated fits (``ntnumba.bench_large``)."""
+"""The large-data benchmark's summary of repeated fits (``benchmarks.bench_large``)."""
 import pytest
 
-from ntnumba.bench_large import main, median_fit
+from benchmarks.bench_large import main, median_fit
 
 
 def test_median_fit_takes_medians_and_keeps_every_time():

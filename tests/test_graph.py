@@ -608,7 +608,7 @@ def test_reference_sample_fit_does_not_depend_on_row_order(monkeypatch):
 
 
 def test_bench_large_data_sets_are_structured():
-    from ntnumba.bench_large import make_data
+    from benchmarks.bench_large import make_data
     for kind in ("blobs", "subspaces", "coil"):
         X, y = make_data(kind, 300, 20, 4)
         assert X.shape[0] == 300 and y.shape == (300,) and np.isfinite(X).all()

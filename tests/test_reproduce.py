@@ -1,15 +1,18 @@
-"""Smoke test of ``python -m ntnumba.reproduce --quick`` (shipped demo data, one run)."""
+"""Smoke test of ``python -m benchmarks.reproduce --quick`` (shipped demo data, one run)."""
 import json
 import os
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 
-from ntnumba import NTClustering, reproduce
+from benchmarks import reproduce
+from ntnumba import NTClustering
 from ntnumba.metrics import clustering_accuracy, nmi
 
 
+@pytest.mark.slow
 def test_quick_reproduction_writes_consistent_results(tmp_path):
     res = reproduce.main(["--quick", "--out", str(tmp_path)])
     md = (tmp_path / "results.md").read_text()
@@ -38,20 +41,22 @@ def test_quick_reproduction_writes_consistent_results(tmp_path):
     assert np.isfinite(d["rejection"]["threshold"])
 
 
+@pytest.mark.slow
 def test_missing_data_fails_in_one_line_and_writes_nothing(tmp_path):
-    """Run from a folder (as from a source checkout) without the data: one line, status 1,
-    no ./docs and no output folder created."""
+    """Run from another folder (the checkout on the path) without the data: one line,
+    status 1, no ./docs and no output folder created."""
     empty = tmp_path / "no-data"
     empty.mkdir()
     work = tmp_path / "work"
     work.mkdir()
-    env = dict(os.environ, NTNUMBA_DATA=str(empty))
-    res = subprocess.run([sys.executable, "-m", "ntnumba.reproduce", "--datasets", "orl"],
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, NTNUMBA_DATA=str(empty), PYTHONPATH=path)
+    res = subprocess.run([sys.executable, "-m", "benchmarks.reproduce", "--datasets", "orl"],
                          cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
-    assert lines[0].startswith("python -m ntnumba.reproduce: error: ORL (24x24): ")
+    assert lines[0].startswith("python -m benchmarks.reproduce: error: ORL (24x24): ")
     assert "NTNUMBA_DATA" in lines[0] and "--quick" in lines[0]
     assert os.listdir(work) == []
-

@@ -3,7 +3,8 @@
 Measured in fresh interpreters (the JIT state of the benchmark process is not cold): the first
 call minus the second call of Stage 1 (float64 and float32), Stage 2 and a small fit (the rest),
 once with an empty numba cache (cold: everything compiles and the cache is written) and once in
-a second interpreter that loads the kernels from that cache (``ntnumba.bench.compile_times``).
+a second interpreter that loads the kernels from that cache (``compile_times`` of the
+repository's ``benchmarks/stages.py``).
 """
 
 
@@ -11,8 +12,8 @@ class Compile:
     timeout = 900
 
     def setup_cache(self):
-        from ntnumba.bench import compile_times
-        cold, cached = compile_times()
+        from .common import stages
+        cold, cached = stages.compile_times()
         return {"cold": cold, "cached": cached}
 
     def track_compile_all_kernels(self, result):

@@ -6,10 +6,11 @@ from .common import SIZES, problem, warm_up
 
 def _fit(size, max_iter):
     from ntnumba import NTClustering
-    X, y, p, _, _ = problem(size)
+    pb = problem(size)
+    p = pb.p
     model = NTClustering(p.n_clusters, n_components=p.n_components, n_similarity=p.n_similarity,
                          max_iter=max_iter, tol=0, random_state=0)
-    return model.fit(X), y
+    return model.fit(pb.X), pb.y
 
 
 class Fit:

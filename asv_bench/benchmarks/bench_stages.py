@@ -45,7 +45,8 @@ class Stage2(_Stage):
 
 
 class Stage3(_Stage):
-    """Update of A from the assignment statistics, as the driver does it."""
+    """Update of A from the iteration's statistics (``ntnumba.kernels.update_transform``), as
+    a fit calls it."""
     key = "stage3"
 
     def time_update_transform(self, size, threads):
@@ -53,7 +54,8 @@ class Stage3(_Stage):
 
 
 class Iteration(_Stage):
-    """One full iteration of the alternating driver (Stages 1-3 and the objective)."""
+    """One full iteration (Stages 1-3 and the objective), the kernels composed as a fit runs
+    them (``iterate`` of the repository's ``benchmarks/stages.py``)."""
     key = "iteration"
 
     def time_iteration(self, size, threads):

@@ -1,6 +1,6 @@
 """The default fit through ``chunk_size`` from a memmap: time, peak memory of the fit, ARI.
 
-Usage: ``python docs/default_chunked_bench.py N CHUNK [PATH]``: ``N`` rows of 10 blobs in 100
+Usage: ``python benchmarks/default_chunked_bench.py N CHUNK [PATH]``: ``N`` rows of 10 blobs in 100
 dimensions (``sklearn.datasets.make_blobs``, written once to ``PATH``, default
 ``/tmp/ntnumba_blobs_N.npy``, and its labels beside it), then
 ``NTClustering(10, random_state=0, verbose=1).fit(memmap, chunk_size=CHUNK)`` after a warm-up

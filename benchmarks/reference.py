@@ -4,18 +4,30 @@ The same mathematics as the numba kernels (``algorithm.md``), written the way on
 without a compiler: loops over candidate pairs ``(c1, c2)`` and over support iterations, every
 operation vectorised over samples and coordinates (n x M arrays), the quartic solved for all
 samples at once through the eigenvalues of companion matrices, and Stage 3 by a thin SVD of the
-M x N target per step. Used by ``python -m ntnumba.bench`` (speed ratios) and by the tests
-(agreement on small problems). Not part of the public API.
+M x N target per step. Used by ``python -m benchmarks.bench`` (speed ratios) and by the tests
+(agreement on small problems); not installed with the package.
 
 Differences from the kernels, all outside the paper's regime: there is no safeguard (a candidate
 whose support iteration does not settle within ``_MAX_SI`` passes is invalid), and validity is
 decided by the exact limit at zero for every candidate.
 """
 import numpy as np
-
-from .core.linalg import svd
+import scipy.linalg
 
 _MAX_SI = 50
+
+
+def svd(A, full_matrices=True, compute_uv=True):
+    """:func:`numpy.linalg.svd` (LAPACK gesdd), gesvd where gesdd does not converge (it can
+    fail on a finite matrix with a tight cluster of singular values, as the package's SVD
+    handles it)."""
+    try:
+        return np.linalg.svd(A, full_matrices=full_matrices, compute_uv=compute_uv)
+    except np.linalg.LinAlgError:
+        if not np.all(np.isfinite(A)):
+            raise
+        return scipy.linalg.svd(A, full_matrices=full_matrices, compute_uv=compute_uv,
+                                lapack_driver="gesvd", check_finite=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -330,7 +342,7 @@ def update_theta_reference(Q, Y, labels, sim, tau, nu, *, lambda0=0.03, lambda_a
 # Stage 3 and the objective
 # --------------------------------------------------------------------------------------------
 def _singular_values(s, c, lambda2, lambda3, lambda4):
-    from .model.transform import transform_singular_values
+    from ntnumba.kernels import transform_singular_values
     return transform_singular_values(s, c, lambda2, lambda3, lambda4)
 
 
@@ -372,7 +384,8 @@ def update_transform_reference(X, Ybar, A, *, lambda2=16.0, lambda3=16.0, lambda
 
 
 def iterate_reference(X, A, tau, nu, p):
-    """One full iteration (Stages 1-3 and the objective) in NumPy; ``p`` a driver ``Params``.
+    """One full iteration (Stages 1-3 and the objective) in NumPy; ``p`` the hyper-parameters
+    (attributes as :class:`benchmarks.stages.Params`).
 
     Returns ``(A, tau, nu, labels, objective)``.
     """

@@ -13,7 +13,7 @@ global minimum (the safeguard does not run then unless ``safeguard=True``); "def
 ``candidate_nt(...)`` (SI+, the safeguard when SI+ fails); "safeguard=True" = both always, the
 better point kept.
 
-Run from the repository root: ``python docs/si_failure_rates.py`` (a few seconds).
+Run from the repository root: ``python benchmarks/si_failure_rates.py`` (a few seconds).
 """
 import sys
 from pathlib import Path

@@ -1,7 +1,7 @@
 """Large-data benchmark: the default fit beside scikit-learn's KMeans, MiniBatchKMeans and
 SpectralClustering on the same data, in one run.
 
-Run ``python -m ntnumba.bench_large`` (``--help`` for sizes and data sets). Every method runs in
+Run ``python -m benchmarks.bench_large`` (``--help`` for sizes and data sets). Every method runs in
 its own fresh Python process on the same data (a temporary ``.npy`` file): wall time of the fit,
 processor time of the fit (user + system, all threads; less sensitive than the wall time to
 other jobs on the machine), peak resident memory of the fit above the process's memory just
@@ -21,7 +21,7 @@ Data (structured, synthetic or augmented real; all generated here, nothing is do
 * ``coil``: the packaged COIL-20 demo (32x32) augmented: each sample a random training image
   shifted by up to one pixel and with 5% noise, ``n`` rows (``ntnumba.datasets.load_demo``).
 * ``coil20``, ``orl``, ``yaleb``: the paper's data sets at the paper's sizes
-  (``ntnumba.reproduce.load``; ``n``, ``d`` and ``--clusters`` do not apply), for the ratio of
+  (``benchmarks.common.load``; ``n``, ``d`` and ``--clusters`` do not apply), for the ratio of
   the default fit's time to SpectralClustering's at those sizes.
 """
 import argparse
@@ -30,9 +30,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
+
+from .common import load, positive_int
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -125,7 +126,7 @@ def make_data(kind, n, d, C, seed=0):
         X += 0.05 / np.sqrt(d) * rng.standard_normal((n, d))
         return X, y
     if kind == "coil":
-        from .datasets import load_demo
+        from ntnumba.datasets import load_demo
         X0, y0 = load_demo()
         imgs = X0.reshape(-1, 32, 32)
         pick = rng.integers(0, X0.shape[0], n)
@@ -138,7 +139,6 @@ def make_data(kind, n, d, C, seed=0):
             X[s:s + p.size] = block + 0.05 * X0.std() * rng.standard_normal(block.shape)
         return X, y0[pick]
     if kind in PAPER:
-        from .reproduce import load
         return load(kind)
     raise ValueError(f"kind: expected 'blobs', 'subspaces', 'coil' or one of {PAPER}, "
                      f"got {kind!r}")
@@ -172,7 +172,7 @@ def compile_time():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m ntnumba.bench_large", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_large", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="blobs,subspaces,coil",
                     help="comma-separated data sets: blobs, subspaces, coil, coil20, orl, "
@@ -184,15 +184,13 @@ def main(argv=None):
     ap.add_argument("--spectral-max", type=int, default=50000,
                     help="skip SpectralClustering above this many rows")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per fit")
-    ap.add_argument("--repeat", type=int, default=1,
+    ap.add_argument("--repeat", type=positive_int, default=1,
                     help="fits per method, each in a fresh process, the methods interleaved; "
                          "the table and the ratios report the medians")
     ap.add_argument("--compile", action="store_true", help="also the first-call compile time")
     ap.add_argument("--json", help="write the raw results here")
     ap.add_argument("--verbose", type=int, default=0, help="the default fit's progress")
     args = ap.parse_args(argv)
-    if args.repeat < 1:
-        ap.error(f"--repeat: expected an integer >= 1, got {args.repeat}")
     from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
     print(f"load average at start: {os.getloadavg()}", flush=True)
@@ -258,7 +256,7 @@ def median_fit(runs):
 
     Examples
     --------
-    >>> from ntnumba.bench_large import median_fit
+    >>> from benchmarks.bench_large import median_fit
     >>> r = median_fit([{"time": 3.0, "cpu": 2.0, "peak_MB": 9.0, "ARI": 1.0},
     ...                 {"time": 1.0, "cpu": 1.0, "peak_MB": 8.0, "ARI": 1.0},
     ...                 {"time": 2.0, "cpu": 5.0, "peak_MB": 7.0, "ARI": 1.0}])

@@ -1,7 +1,7 @@
 """Side-by-side benchmark: ntnumba against its NumPy reference and scikit-learn, in one run.
 
-Run ``python -m ntnumba.bench`` (COIL-20 at the paper's size: n = 1440, N = 500, M = 2100,
-Cd = 20, Cs = 2) or ``python -m ntnumba.bench --size tiny`` (seconds; a smoke test). Every
+Run ``python -m benchmarks.bench`` (COIL-20 at the paper's size: n = 1440, N = 500, M = 2100,
+Cd = 20, Cs = 2) or ``python -m benchmarks.bench --size tiny`` (seconds; a smoke test). Every
 figure is a median of repeats taken in this run, variants interleaved round-robin, and every
 comparison is a ratio of figures from this run: on a shared machine absolute times drift, ratios
 measured together much less. ``--json FILE`` also writes the raw numbers.
@@ -10,12 +10,14 @@ What is measured (see ``docs/performance.md`` for a recorded run):
 
 * Stage 1 (:func:`ntnumba.kernels.assign`, every candidate evaluated), Stage 1 as the fit runs
   it (``prune=True``: candidates whose lower bound exceeds the best score are skipped, same
-  assignment), Stage 2 (:func:`ntnumba.kernels.update_theta`), Stage 3 (Stage-3 update as the
-  driver calls it) and one full iteration (Stages 1-3 and the objective,
-  ``ntnumba._driver.iterate``), each at 1 and at all numba threads, float64; Stage 1 also in
-  float32 (and the share of identical assignments). The Stage-1 targets (speed-up, threads,
-  throughput, float32) are measured on the full evaluation;
-* the same iteration by the NumPy reference (``ntnumba._reference``), stage by stage;
+  assignment), Stage 2 (:func:`ntnumba.kernels.update_theta`), Stage 3
+  (:func:`ntnumba.kernels.update_transform` on the iteration's statistics, as a fit calls it)
+  and one full iteration (Stages 1-3 and the objective composed of the kernels as a fit runs
+  them, ``benchmarks.stages.iterate``), each at 1 and at all numba threads, float64; Stage 1
+  also in float32 (and the share of identical assignments). The Stage-1 targets (speed-up,
+  threads, throughput, float32) are measured on the full evaluation (problems:
+  ``benchmarks/stages.py``, shared with the asv suite);
+* the same iteration by the NumPy reference (``benchmarks.reference``), stage by stage;
 * Stage-1 throughput (candidate-coordinates per second) against a roof measured here: the rate
   at which a streaming NumPy kernel (a BLAS matrix-vector product over an L2-resident block)
   reads the 4 values one candidate-coordinate of a support pass needs (b, g, v, 1/k), per
@@ -35,19 +37,14 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
-import textwrap
 import time
 
 import numpy as np
 
-SIZES = {
-    # name: (n or None for the whole COIL set, M, Cd, Cs)
-    "tiny": (120, 64, 4, 2),
-    "coil": (None, 2100, 20, 2),
-    "large": (None, 4200, 20, 2),   # COIL-20 at 32x32 (N = 1024), M = 4200
-}
+from .common import positive_int
+from .stages import BLAS_THREADS, SIZES, blas_limit, compile_times, problem, stage_calls
+from .stages import _subprocess
 
 
 # --------------------------------------------------------------------------------------------
@@ -92,60 +89,6 @@ def machine():
             "loadavg": " ".join(f"{x:.2f}" for x in load)}
 
 
-def problem(size, seed=0):
-    """(X, y, params, state after one iteration, Q of that state) for a named size."""
-    from .engine import loop as _driver
-    from .datasets import load_demo
-    n, M, Cd, Cs = SIZES[size]
-    X, y = load_demo("32x32" if size == "large" else "paper")
-    if size == "tiny":
-        rng = np.random.default_rng(seed)
-        keep = np.sort(rng.choice(X.shape[0], n, replace=False))
-        X, y = X[keep][:, :48], y[keep] % Cd
-    X = np.ascontiguousarray(X * np.sqrt(1.0 / np.mean(X * X)))  # the estimator's rms scaling
-    p = _driver.Params(n_clusters=Cd, n_components=M, n_similarity=Cs)
-    rng = np.random.RandomState(seed)
-    st = _driver.initialise(X, p, rng)
-    st, _, info = _driver.iterate(X, st, p, rng)
-    # what a fit hands to the next iteration besides Q (X^T X, lambda_max, A G and the
-    # singular values of A): the timed iterations start from it, as inside a fit
-    st.bench_workspace = info["workspace_next"]
-    return X, y, p, st, info["Q_next"]
-
-
-def _stage_calls(X, p, st, Q, dtype=np.float64):
-    """Callables for Stage 1, 2, 3 and one iteration on (X, state); the inputs of Stages 2
-    and 3 are computed once here."""
-    from .engine import loop as _driver
-    from .model.stage1 import assign
-    from .model.theta import update_theta
-    from .model.transform import assignment_statistics, update_transform
-    Qd = Q.astype(dtype)
-    lab, sim, Y, _, det = assign(Q, st.tau, st.nu, p.lambda0, p.lambda1, rule=p.rule,
-                                 lambda_a=p.lambda_a, return_details=True)
-    w = 1.0 + p.lambda_a
-    rng = np.random.RandomState(0)
-    ws = getattr(st, "bench_workspace", None) or {}
-    gram = ws.get("gram") if ws.get("X") is X else None
-    return {
-        "stage1": lambda: assign(Qd, st.tau, st.nu, p.lambda0, p.lambda1, rule=p.rule,
-                                 lambda_a=p.lambda_a),
-        # as the fit runs it: candidates that cannot win are skipped (same assignment)
-        "stage1_pruned": lambda: assign(Qd, st.tau, st.nu, p.lambda0, p.lambda1, rule=p.rule,
-                                        lambda_a=p.lambda_a, prune=True),
-        "stage2": lambda: update_theta(Q, Y, lab, sim, st.tau, st.nu, lambda0=p.lambda0,
-                                       lambda_a=p.lambda_a, lambda_e=p.lambda_e,
-                                       cost=det["cost"]),
-        "stage3": lambda: update_transform(
-            A=st.A, stats=assignment_statistics(X, Y, st.tau, st.nu, lab, sim, p.lambda_a,
-                                                gram=gram),
-            lambda2=p.lambda2 / w, lambda3=p.lambda3 / w, lambda4=p.lambda4 / w,
-            n_steps=p.transform_steps, workspace=dict(ws) if gram is not None else None),
-        "iteration": lambda: _driver.iterate(X, st, p, rng, Q=Q,
-                                             workspace=dict(ws) if gram is not None else None),
-    }
-
-
 def _roof(M, dtype, threads, repeat):
     """Candidate-coordinates per second of one streaming pass over (b, g, v, 1/k)."""
     from threadpoolctl import threadpool_limits
@@ -162,39 +105,6 @@ def _roof(M, dtype, threads, repeat):
     elements_per_s = rows * M * calls / t
     return threads * elements_per_s / 4.0
 
-
-def _subprocess(code, timeout=1800, env=None):
-    full_env = None if env is None else {**os.environ, **env}
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                         text=True, timeout=timeout, env=full_env)
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr[-2000:])
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-_COMPILE = """
-import json, time, numpy as np
-t0 = time.perf_counter()
-import ntnumba
-from ntnumba import NTClustering
-from ntnumba.kernels import assign, update_theta
-t_import = time.perf_counter() - t0
-rng = np.random.default_rng(0)
-Q, tau, nu = rng.standard_normal((20, 16)), rng.standard_normal((3, 16)), rng.standard_normal((2, 16))
-out = {"import": t_import}
-def first(name, f):
-    t = time.perf_counter(); f(); t1 = time.perf_counter() - t
-    t = time.perf_counter(); f(); t2 = time.perf_counter() - t
-    out[name] = t1 - t2
-first("stage1_float64", lambda: assign(Q, tau, nu, 0.03, 0.03))
-first("stage1_float32", lambda: assign(Q.astype(np.float32), tau, nu, 0.03, 0.03))
-lab, sim, Y, _ = assign(Q, tau, nu, 0.03, 0.03)
-first("stage2", lambda: update_theta(Q, Y, lab, sim, tau, nu))
-X = rng.standard_normal((30, 4))
-first("fit_rest", lambda: NTClustering(3, n_components=8, max_iter=2, random_state=0).fit(X))
-out["total"] = sum(v for k, v in out.items() if k != "import")
-print(json.dumps(out))
-"""
 
 _PEAKMEM = """
 import json, resource, sys, numpy as np
@@ -232,22 +142,6 @@ print(json.dumps({{"base": base, "peak": peak, "held": held, "increase": peak - 
 """
 
 
-def compile_times():
-    """First-call compilation in fresh interpreters: (cold, cached).
-
-    Both use a new, empty numba cache directory (``NUMBA_CACHE_DIR``): the first interpreter
-    compiles every kernel and writes the cache (what a user's first fit pays once), the second
-    loads them from it (every later process). With the cache disabled (``NTNUMBA_CACHE=0``)
-    both compile.
-    """
-    import tempfile
-    with tempfile.TemporaryDirectory(prefix="ntnumba-numba-cache-") as d:
-        env = {"NUMBA_CACHE_DIR": d}
-        cold = _subprocess(_COMPILE, env=env)
-        cached = _subprocess(_COMPILE, env=env)
-    return cold, cached
-
-
 # --------------------------------------------------------------------------------------------
 # the run
 # --------------------------------------------------------------------------------------------
@@ -255,22 +149,22 @@ def run(size="coil", repeat=5, ref_repeat=1, fit_iter=10, peers=True, memory=Tru
         compile_time=True, scaling=True, stream=sys.stdout):
     """Everything in one process; returns a dict of results (``summary``: the target table).
 
-    Timings run with the BLAS thread count the driver uses during a fit
-    (``ntnumba._parallel.BLAS_THREADS``), the NumPy reference and the peers included.
+    Timings run with the BLAS thread count a fit uses (``stages.BLAS_THREADS``), the NumPy
+    reference and the peers included.
     """
-    from .engine import loop as _driver
-    with _driver.blas_context():
+    with blas_limit():
         return _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scaling,
                     stream)
 
 
 def _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scaling, stream):
     import numba
-    from .engine import loop as _driver
-    from .core import parallel as _parallel
-    from ._reference import (assign_reference, iterate_reference, update_theta_reference,
-                             update_transform_reference)
-    from .metrics import clustering_accuracy
+
+    from ntnumba.kernels import assign
+    from ntnumba.metrics import clustering_accuracy
+
+    from .reference import (assign_reference, iterate_reference, update_theta_reference,
+                            update_transform_reference)
 
     def say(*a):
         print(*a, file=stream, flush=True)
@@ -281,22 +175,23 @@ def _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scalin
         print(f"[bench {time.perf_counter() - t_start:6.1f} s] {what} ...", file=sys.stderr,
               flush=True)
 
-    progress(f"--size {size}: loading the data and running one iteration")
+    progress(f"--size {size}: loading the data and running two iterations")
 
-    res = {"size": size, "machine": machine(), "blas_threads": _parallel.BLAS_THREADS}
+    res = {"size": size, "machine": machine(), "blas_threads": BLAS_THREADS}
     say("machine:", json.dumps(res["machine"]))
-    X, y, p, st, Q = problem(size)
+    pb = problem(size)
+    X, y, p, st, Q = pb.X, pb.y, pb.p, pb, pb.Q
     n, N = X.shape
     M, Cd, Cs = p.n_components, p.n_clusters, p.n_similarity
     res["problem"] = {"n": n, "N": N, "M": M, "Cd": Cd, "Cs": Cs,
                       "transform_steps": p.transform_steps}
-    say(f"problem: n={n} N={N} M={M} Cd={Cd} Cs={Cs} (state after one iteration)")
+    say(f"problem: n={n} N={N} M={M} Cd={Cd} Cs={Cs} (state after two iterations)")
     nmax = numba.config.NUMBA_NUM_THREADS
 
     # ---- ntnumba stages, 1 and all threads (float64), Stage 1 float32
     progress("compiling and timing Stages 1-3 and the iteration at 1 and all threads")
-    calls = _stage_calls(X, p, st, Q)
-    calls32 = _stage_calls(X, p, st, Q, np.float32)
+    calls = stage_calls(pb)
+    calls32 = stage_calls(pb, np.float32)
     for f in list(calls.values()) + [calls32["stage1"]]:
         f()  # compile / warm
     stages = {}
@@ -320,9 +215,8 @@ def _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scalin
 
     # ---- NumPy reference of the same iteration
     progress("the NumPy reference of the same iteration")
-    lab, sim, Y, _, det = __import__("ntnumba._stage1", fromlist=["assign"]).assign(
-        Q, st.tau, st.nu, p.lambda0, p.lambda1, rule=p.rule, lambda_a=p.lambda_a,
-        return_details=True)
+    lab, sim, Y, _, det = assign(Q, st.tau, st.nu, p.lambda0, p.lambda1, rule=p.rule,
+                                 lambda_a=p.lambda_a, return_details=True)
     w = 1.0 + p.lambda_a
     Ybar = (Y + p.lambda_a * (st.tau[lab] + st.nu[sim])) / w
     ref = interleaved({
@@ -364,10 +258,7 @@ def _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scalin
         for f in fr:
             k = max(Cd, int(round(f * n)))
             sub = np.sort(np.random.default_rng(1).choice(n, k, replace=False))
-            Xs = np.ascontiguousarray(X[sub])
-            sts = _driver.State(A=st.A, tau=st.tau, nu=st.nu)
-            Qs = np.ascontiguousarray(Q[sub])
-            c = _stage_calls(Xs, p, sts, Qs)
+            c = stage_calls(pb.rows(sub))
             c["iteration"]()
             rows[k] = interleaved({"stage1": c["stage1"], "iteration": c["iteration"]}, repeat)
         ks = np.array(sorted(rows))
@@ -386,7 +277,7 @@ def _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scalin
         res["compile"], res["compile_cached"] = compile_times()
     if memory and size != "tiny":
         progress("peak memory of a fit in fresh interpreters")
-        # the estimator's defaults (graph assignment and initialisation, ntnumba/_graph.py)
+        # the estimator's defaults (graph assignment and initialisation)
         # and the paper's alternating algorithm as this benchmark times it
         for key, kw in (("memory", {}),
                         ("memory_objective", {"assign": "objective", "init": "k-means++"})):
@@ -398,7 +289,7 @@ def _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scalin
     if peers:
         progress("scikit-learn peers on the same data")
         from sklearn.cluster import KMeans, SpectralClustering
-        from . import NTClustering
+        from ntnumba import NTClustering
         labels = {}
 
         def fit(name, est):
@@ -535,21 +426,20 @@ def format_table(rows):
 
 
 def build_parser():
-    """The command line of ``python -m ntnumba.bench``."""
-    from .cli import _positive_int as _positive
+    """The command line of ``python -m benchmarks.bench``."""
     ap = argparse.ArgumentParser(
-        prog="python -m ntnumba.bench", description=__doc__.split("\n")[0],
+        prog="python -m benchmarks.bench", description=__doc__.split("\n")[0],
         epilog="The targets column applies at --size coil (the paper's COIL-20 problem) and, "
                "scaled by the work, at --size large; at --size tiny only the size-free targets "
                "(compilation, float32 agreement) are checked. Progress goes to standard error.")
     ap.add_argument("--size", choices=sorted(SIZES), default="coil",
                     help="problem: " + "; ".join(f"{k}: {_size_text(k)}" for k in sorted(SIZES))
                          + " (default coil)")
-    ap.add_argument("--repeat", type=_positive, default=5,
+    ap.add_argument("--repeat", type=positive_int, default=5,
                     help="repeats of every ntnumba timing; the median is reported (default 5)")
-    ap.add_argument("--ref-repeat", type=_positive, default=1,
+    ap.add_argument("--ref-repeat", type=positive_int, default=1,
                     help="repeats of the NumPy reference (slow; default 1)")
-    ap.add_argument("--fit-iter", type=_positive, default=10,
+    ap.add_argument("--fit-iter", type=positive_int, default=10,
                     help="iterations of the NTClustering fit compared with the scikit-learn "
                          "peers (default 10)")
     ap.add_argument("--no-peers", action="store_true",
@@ -566,7 +456,7 @@ def build_parser():
 
 
 def main(argv=None):
-    """Run the benchmark (see ``python -m ntnumba.bench --help``); returns the results."""
+    """Run the benchmark (see ``python -m benchmarks.bench --help``); returns the results."""
     a = build_parser().parse_args(argv)
     res = run(a.size, repeat=a.repeat, ref_repeat=a.ref_repeat, fit_iter=a.fit_iter,
               peers=not a.no_peers, memory=not a.no_memory, compile_time=not a.no_compile,

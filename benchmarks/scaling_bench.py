@@ -4,10 +4,10 @@ Dask backend on local workers against one process.
 Commands (each measurement runs in a fresh process; peak RSS is the process's high-water mark,
 ``ru_maxrss``; the numba kernels are compiled by a small warm-up fit before the clock starts)::
 
-    python docs/scaling_bench.py make   --n 1000000 --dim 1024 --path /tmp/ntnumba_scaling.f32
-    python docs/scaling_bench.py stream --n 100000 --path /tmp/ntnumba_scaling.f32
-    python docs/scaling_bench.py dask   --n 100000 --workers 2 --path /tmp/ntnumba_scaling.f32
-    python docs/scaling_bench.py all    --sizes 100000 300000 1000000 --dask-n 100000
+    python benchmarks/scaling_bench.py make   --n 1000000 --dim 1024 --path /tmp/ntnumba_scaling.f32
+    python benchmarks/scaling_bench.py stream --n 100000 --path /tmp/ntnumba_scaling.f32
+    python benchmarks/scaling_bench.py dask   --n 100000 --workers 2 --path /tmp/ntnumba_scaling.f32
+    python benchmarks/scaling_bench.py all    --sizes 100000 300000 1000000 --dask-n 100000
 
 Each prints one JSON line. The model: ``n_components=1024`` (= dim, the smallest learned map),
 ``n_clusters=4``, ``n_similarity=1``, ``assign="objective"``, ``init="k-means++"``,

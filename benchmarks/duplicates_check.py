@@ -4,7 +4,7 @@ COIL-20 demo (1440 images, 32x32, shipped with the package) as given, every imag
 and 8 times, and tiled 5 times plus Gaussian noise of 0.05 times the data's standard deviation;
 ARI of ``NTClustering(20, random_state=0)`` against the object labels. Run:
 
-    python docs/duplicates_check.py memory,chunked,dask
+    python benchmarks/duplicates_check.py memory,chunked,dask
 
 (the Dask path starts a two-worker ``LocalCluster``). Numbers: docs/reliability.md.
 """
