@@ -710,12 +710,49 @@ _DELIMITERS = ("\t", ";", ",", "|")
 _SAMPLE_LINES = 200
 
 
+#: Fields pandas reads as missing values (its default ``na_values``): neither text nor numbers
+#: when the header is detected.
+_MISSING = frozenset(("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan",
+                      "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a",
+                      "nan", "null"))
+
+
 def _is_number(text):
     try:
         float(text)
     except ValueError:
         return False
     return True
+
+
+def _is_text(cell):
+    return cell not in _MISSING and not _is_number(cell)
+
+
+def _header_by_types(cells, body, delimiter):
+    """Whether the first line ``cells`` is a header, by types (as ``csv.Sniffer.has_header``
+    compares them), and why: ``(True, reason)`` when one of its fields is text above a column
+    whose sampled fields below are all numbers; a first line of the same types as the lines
+    below it (numbers, and text in a text column such as the labels of a headerless iris.csv)
+    is data. Without a numeric column below (or without lines below) the types cannot tell:
+    then a text field makes it a header."""
+    rows = [_split(line, delimiter) for line in body]
+
+    def number(v):   # a decimal comma counts unless the comma is the delimiter
+        return _is_number(v) or (delimiter != "," and _is_number(v.replace(",", ".", 1)))
+    numeric = []
+    for j in range(len(cells)):
+        column = [r[j] for r in rows if j < len(r) and r[j] not in _MISSING]
+        if column and all(number(v) for v in column):
+            numeric.append(j)
+    for j in numeric:
+        if _is_text(cells[j]):
+            return True, f"detected: text {cells[j]!r} above numbers"
+    if numeric:
+        return False, "detected: the first line has the types of the lines below"
+    if any(_is_text(c) for c in cells):
+        return True, "detected: text in the first line, no column of numbers below"
+    return False, "detected: the first line holds numbers"
 
 
 def _csv_sample(path, limit=_SAMPLE_LINES):
@@ -796,8 +833,15 @@ def _read_csv(path, *, target_key, delimiter, header, index_col):
         first = first.lstrip("#").lstrip()
     cells = _split(first, delimiter)
     if header in (None, "auto"):
-        header = any(c and not _is_number(c) for c in cells)
-    elif not isinstance(header, (bool, np.bool_)):
+        if commented:   # a comment line is never data: names when it holds text
+            header = any(_is_text(c) for c in cells)
+            header_reason = ("detected: a '#' line of names" if header else
+                             "its first line, '#' and numbers, skipped")
+        else:
+            header, header_reason = _header_by_types(cells, lines[1:], delimiter)
+    elif isinstance(header, (bool, np.bool_)):
+        header_reason = "as asked"
+    else:
         raise ValueError(f"header: expected 'auto', True or False, got {header!r}")
     body = lines[1:] if header else lines
     decimal = "." if delimiter != ";" or not any(
@@ -872,7 +916,8 @@ def _read_csv(path, *, target_key, delimiter, header, index_col):
             col.astype(str).to_numpy().astype(str)
     label_name = names[label_pos] if label_pos is not None else None
     info = {"delimiter": "whitespace" if delimiter == "whitespace" else delimiter,
-            "delimiter_sniffed": sniffed, "header": bool(header), "decimal": decimal,
+            "delimiter_sniffed": sniffed, "header": bool(header),
+            "header_reason": header_reason, "decimal": decimal,
             "index_column": index_name,
             "feature_names": [str(names[i]) for i in keep] if header else None,
             "label_source": None if label_pos is None else (
@@ -891,7 +936,8 @@ def _describe(info, n, N, y):
     if "delimiter" in info:
         d = info["delimiter"]
         shown = {"\t": "tab", "whitespace": "whitespace"}.get(d, repr(d))
-        how.append(("header row" if info["header"] else "no header row")
+        reason = f" ({info['header_reason']})" if info.get("header_reason") else ""
+        how.append(("header row" if info["header"] else "no header row") + reason
                    + f", delimiter {shown}" + (" (detected)" if info["delimiter_sniffed"] else "")
                    + (", decimal comma" if info["decimal"] == "," else ""))
         if info["index_column"] is not None:
@@ -960,9 +1006,14 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
         often on every one of the first 200 lines, else whitespace, else one column. With
         ``;`` and numbers such as ``1,5`` the decimal separator is the comma.
     header : {"auto", True, False}, default "auto"
-        Tables only: whether the first line holds column names. ``"auto"``: when one of its
-        fields is not a number. A first line starting with ``#`` (``numpy.savetxt``) is read as
-        a header with the ``#`` removed, or skipped when it holds numbers.
+        Tables only: whether the first line holds column names. ``"auto"``: by types, as
+        ``csv.Sniffer.has_header`` decides: the first line is a header when one of its fields
+        is text above a column whose fields on the (first 200) lines below are all numbers
+        (missing values aside). A first line of the same types as the lines below, such as
+        ``5.1,3.5,1.4,0.2,setosa`` in a headerless iris table, is data. Only when no column
+        below holds numbers does a text field alone make it a header. A first line starting
+        with ``#`` (``numpy.savetxt``) is read as a header with the ``#`` removed, or skipped
+        when it holds numbers.
     index_col : str, int or False, optional
         Tables only: a column to drop (row names or numbers). Default: the first column when
         its header name is empty, as ``pandas.DataFrame.to_csv`` writes the index; ``False``:
@@ -1019,8 +1070,8 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
     >>> X.tolist(), y.tolist()
     ([[1.5, 2.0], [2.5, 4.0], [3.0, 6.0]], ['cat', 'dog', 'cat'])
     >>> print(info["description"])  # doctest: +NORMALIZE_WHITESPACE
-    3 samples x 2 features, labels from column 'species' (2 classes); header row,
-    delimiter ';' (detected), decimal comma
+    3 samples x 2 features, labels from column 'species' (2 classes); header row (detected:
+    text 'width' above numbers), delimiter ';' (detected), decimal comma
     """
     path = Path(os.fspath(path))
     ext = path.suffix.lower()

@@ -534,7 +534,8 @@ def table():
 
 
 @pytest.mark.parametrize("write, kwargs, how", [
-    (lambda df, p: df.to_csv(p, index=False), {}, "header row, delimiter ',' (detected)"),
+    (lambda df, p: df.to_csv(p, index=False), {},
+     "header row (detected: text 'sepal length' above numbers), delimiter ',' (detected)"),
     (lambda df, p: df.to_csv(p), {}, "index column (unnamed) dropped"),          # index column
     (lambda df, p: df.to_csv(p, sep=";", index=False), {}, "delimiter ';'"),
     (lambda df, p: df.to_csv(p, sep="\t", index=False), {}, "delimiter tab"),
@@ -616,3 +617,28 @@ def test_load_file_bool_and_complex(tmp_path):
     np.savez(tmp_path / "c.npz", X=np.ones((3, 2)) + 1j, y=[0, 1, 0])
     with pytest.raises(ValueError, match="complex data"):
         load_file(tmp_path / "c.npz")
+
+
+def test_load_file_header_is_detected_by_types(tmp_path, table):
+    """A headerless table whose last column holds text labels keeps its first row: the first
+    line is a header only when its types differ from the lines below (text above numbers)."""
+    pd, df, X, names = table
+    p = tmp_path / "iris.csv"
+    df.assign(species=names).to_csv(p, header=False, index=False)
+    Xr, y, info = load_file(p, target_key="last", return_info=True)
+    np.testing.assert_array_equal(Xr, X)
+    np.testing.assert_array_equal(y, names)
+    assert info["header"] is False and info["feature_names"] is None
+    assert "no header row (detected: the first line has the types of the lines below)" in (
+        info["description"])
+    df.assign(species=names).to_csv(p, index=False)      # the same table with its names
+    Xr, y, info = load_file(p, target_key="last", return_info=True)
+    np.testing.assert_array_equal(Xr, X)
+    assert "header row (detected: text 'sepal length' above numbers)" in info["description"]
+    # a text id first, a missing value in the first row: still data
+    rows = [f"id{i},{'NA' if i == 0 else X[i, 0]},{X[i, 1]}" for i in range(9)]
+    p.write_text("\n".join(rows) + "\n")
+    Xr, y = load_file(p, target_key=0)
+    assert Xr.shape == (9, 2) and np.isnan(Xr[0, 0]) and y.tolist()[0] == "id0"
+    Xr, y, info = load_file(p, target_key=0, header=True, return_info=True)
+    assert Xr.shape == (8, 2) and "header row (as asked)" in info["description"]
