@@ -520,7 +520,8 @@ def _blas_threads(n):
 # ------------------------------------------------------------------------------ parser
 def _add_data_options(p):
     g = p.add_argument_group("reading DATA (any file ntnumba.datasets.load_file reads: "
-                             ".mat, .npz, .npy, or a .csv/.tsv/.txt table)")
+                             ".mat, .npz, .npy, a .csv/.tsv/.txt table, also compressed "
+                             "(.csv.gz, .bz2, .xz, .zip), or .parquet)")
     g.add_argument("--data-key", help="array holding the data in a .mat/.npz file "
                                       "(default: X, fea, images, data, else the largest)")
     g.add_argument("--target-key", metavar="KEY",
@@ -549,8 +550,9 @@ def _add_data_options(p):
 
 def _add_fit_options(p):
     from ._estimator import ASSIGN_RULES, INITS, NTClustering
-    p.add_argument("data", metavar="DATA", help="data file (.mat, .npz, .npy, or a .csv/.tsv/"
-                                                ".txt table)")
+    p.add_argument("data", metavar="DATA", help="data file (.mat, .npz, .npy, a .csv/.tsv/"
+                                                ".txt table, maybe .gz/.bz2/.xz/.zip, or "
+                                                ".parquet)")
     p.add_argument("-k", "--n-clusters", type=_positive_int, required=True, metavar="C",
                    help="number of clusters")
     p.add_argument("-o", "--out", required=True, metavar="MODEL",
@@ -674,7 +676,8 @@ def build_parser(commands=None):
                        description="Assign every sample of DATA to a cluster with a model "
                                    "written by 'ntnumba fit' (pass the same data options).")
     p.add_argument("model", metavar="MODEL", help="model file (.npz)")
-    p.add_argument("data", metavar="DATA", help="data file (.mat, .npz, .npy, .csv)")
+    p.add_argument("data", metavar="DATA", help="data file (.mat, .npz, .npy, .csv, "
+                                                ".csv.gz, .parquet, ...)")
     p.add_argument("-o", "--out", metavar="PATH",
                    help="labels file to write, .csv or .npy (default: one label per line on "
                         "standard output)")

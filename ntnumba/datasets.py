@@ -11,7 +11,8 @@ here rebuild those inputs from public copies of the data sets (see ``docs/datase
 - :func:`load_yaleb`: ``"paper"`` = 21x21 (2414 x 441), from the 192x168 cropped originals minus
   the 18 ``is_bad`` images; also ``"32x32"`` (``YaleB_32x32.mat``), ``"48x42"`` or any size.
 - :func:`load_demo`: COIL-20 at 32x32 from the copy shipped in the package (no data folder).
-- :func:`load_file`: any .mat/.npz/.npy matrix or image stack, or a .csv/.tsv/.txt table.
+- :func:`load_file`: any .mat/.npz/.npy matrix or image stack, a .csv/.tsv/.txt table (also
+  compressed: .csv.gz, .bz2, .xz, .zip) or a .parquet table.
 
 Every loader returns ``(X, y)``: ``X`` float64 of shape (n_samples, h * w), each row one image
 flattened in C (row-major) order, so ``X[i].reshape(h, w)`` is the upright image; ``y`` int64
@@ -22,9 +23,15 @@ Resampling: area averaging (see :func:`resize_images`).
 """
 from __future__ import annotations
 
+import bz2
+import contextlib
 import csv
+import gzip
+import io
+import lzma
 import os
 import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -62,7 +69,11 @@ _MNIST_MAT = ("mnist", "MNIST_subset604.mat")
 _DATA_KEYS = ("X", "fea", "images", "data")
 _TARGET_KEYS = ("Y", "gnd", "labels", "y", "target")
 _TABLES = (".csv", ".tsv", ".txt")
-_EXTENSIONS = (".mat", ".npz", ".npy") + _TABLES
+_PARQUET = (".parquet", ".pq")
+_EXTENSIONS = (".mat", ".npz", ".npy") + _TABLES + _PARQUET
+#: Compressed tables (``iris.csv.gz``): the compression, by the last extension (pandas reads
+#: them; their first lines are sampled through the standard library's modules).
+_COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zip": "zip"}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -755,16 +766,57 @@ def _header_by_types(cells, body, delimiter):
     return False, "detected: the first line holds numbers"
 
 
-def _csv_sample(path, limit=_SAMPLE_LINES):
+@contextlib.contextmanager
+def _open_text(path, compression=None):
+    """The text of a file, decompressed (``compression``: None or a value of
+    ``_COMPRESSIONS``; a zip archive must hold one file, as pandas requires)."""
+    if compression == "zip":
+        with zipfile.ZipFile(path) as z:
+            members = [m for m in z.infolist() if not m.is_dir()]
+            if len(members) != 1:
+                raise ValueError(f"{path}: a zip archive of a table must hold exactly one file, "
+                                 f"it holds {len(members)}")
+            with io.TextIOWrapper(z.open(members[0]), encoding="utf-8-sig", newline="") as f:
+                yield f
+        return
+    opener = {None: open, "gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open}[compression]
+    with opener(path, "rt", newline="", encoding="utf-8-sig") as f:
+        yield f
+
+
+def _csv_sample(path, limit=_SAMPLE_LINES, compression=None):
     """The first non-empty lines of a text file (at most ``limit``; None: all of them)."""
     lines = []
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        for line in f:
-            if line.strip():
-                lines.append(line.rstrip("\r\n"))
-                if len(lines) == limit:
-                    break
+    try:
+        with _open_text(path, compression) as f:
+            for line in f:
+                if line.strip():
+                    lines.append(line.rstrip("\r\n"))
+                    if len(lines) == limit:
+                        break
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
+        raise
+    except (OSError, EOFError, lzma.LZMAError, zipfile.BadZipFile) as exc:
+        if compression is None:
+            raise
+        raise ValueError(f"{path}: not a readable {compression}-compressed file "
+                         f"({type(exc).__name__}: {exc})") from None
     return lines
+
+
+def _file_kind(path):
+    """``(extension, compression)`` of a data file: ``iris.csv.gz`` -> ``(".csv", "gzip")``;
+    ValueError for an extension no reader takes."""
+    suffixes = [x.lower() for x in path.suffixes]
+    ext = suffixes[-1] if suffixes else ""
+    if ext in _COMPRESSIONS and len(suffixes) > 1 and suffixes[-2] in _TABLES:
+        return suffixes[-2], _COMPRESSIONS[ext]
+    if ext not in _EXTENSIONS:
+        compressed = ", ".join(f"{t}{c}" for t in _TABLES[:1] for c in _COMPRESSIONS)
+        raise ValueError(
+            f"unknown file extension {path.suffix!r} for {path}; supported: "
+            f"{', '.join(_EXTENSIONS)}, and compressed tables ({compressed}, ...)")
+    return ext, None
 
 
 def _sniff_delimiter(lines):
@@ -809,13 +861,56 @@ def _pick_csv_column(names, key, what):
                      f"(0..{n - 1}, -1 = last) or 'last'; columns: {shown}")
 
 
-def _read_csv(path, *, target_key, delimiter, header, index_col):
-    """Read a delimited text file with pandas; returns (X, y, info)."""
+def _pandas():
     try:
         import pandas as pd
     except ImportError as exc:  # pragma: no cover - pandas is a dependency
-        raise ImportError("reading CSV files needs pandas: pip install pandas") from exc
-    lines = _csv_sample(path)
+        raise ImportError("reading tables needs pandas: pip install pandas") from exc
+    return pd
+
+
+def _read_parquet(path):
+    """A parquet file as ``(DataFrame, column names, info)`` (pandas with pyarrow)."""
+    pd = _pandas()
+    try:
+        df = pd.read_parquet(path)
+    except ImportError as exc:
+        raise ImportError(f"{path}: reading parquet files needs pyarrow: pip install "
+                          f"'ntnumba[parquet]' (or pyarrow) ({exc})") from None
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
+        raise
+    except (OSError, ValueError, TypeError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{path}: not a readable parquet file ({msg})") from None
+    names = [str(c) for c in df.columns]
+    info = {"format": "parquet", "header": True, "header_reason": None, "dropped": []}
+    if list(df.index.names) != [None] or not df.index.equals(pd.RangeIndex(len(df))):
+        shown = ", ".join(repr(str(n)) for n in df.index.names if n is not None) or "(unnamed)"
+        info["dropped"].append(f"the file's index {shown} (pandas index, not a column)")
+    return df.reset_index(drop=True), names, info
+
+
+def _read_table(path, *, compression, target_key, delimiter, header, index_col):
+    """Read a table (delimited text, maybe compressed, or parquet) with pandas; returns
+    ``(X, y, info)``."""
+    if compression == "parquet":
+        if delimiter is not None or header not in (None, "auto", True):
+            raise ValueError(f"{path}: delimiter and header are options of text tables; a "
+                             "parquet file has its columns and names")
+        df, names, info = _read_parquet(path)
+    else:
+        df, names, info = _read_delimited(path, compression, delimiter, header)
+    X, y, columns = _table_columns(path, df, names, info["header"], target_key, index_col)
+    dropped = info["dropped"] + columns.pop("dropped")
+    info.update(columns, dropped=dropped)
+    return X, y, info
+
+
+def _read_delimited(path, compression, delimiter, header):
+    """A delimited text table as ``(DataFrame, column names or positions, info)``: its
+    delimiter, header and decimal separator detected unless given."""
+    pd = _pandas()
+    lines = _csv_sample(path, compression=compression)
     if not lines:
         raise ValueError(f"{path}: the file is empty")
     if delimiter is None:
@@ -846,7 +941,7 @@ def _read_csv(path, *, target_key, delimiter, header, index_col):
     body = lines[1:] if header else lines
     decimal = "." if delimiter != ";" or not any(
         re.search(r"\d,\d", line) for line in body) else ","
-    kw = dict(header=None, skip_blank_lines=True, decimal=decimal,
+    kw = dict(header=None, skip_blank_lines=True, decimal=decimal, compression=compression,
               skiprows=1 if (header or commented) else 0, comment=None)
     if delimiter == "whitespace":
         kw.update(sep=r"\s+", engine="python")
@@ -854,6 +949,11 @@ def _read_csv(path, *, target_key, delimiter, header, index_col):
         kw.update(sep=delimiter, skipinitialspace=True)
     try:
         df = pd.read_csv(path, **kw)
+    except (OSError, EOFError, lzma.LZMAError, zipfile.BadZipFile) as exc:
+        if compression is None:
+            raise
+        raise ValueError(f"{path}: not a readable {compression}-compressed file "
+                         f"({type(exc).__name__}: {exc})") from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         shown = "whitespace" if delimiter == "whitespace" else repr(delimiter)
@@ -866,6 +966,17 @@ def _read_csv(path, *, target_key, delimiter, header, index_col):
         names = list(cells)
     else:
         names = list(range(df.shape[1]))
+    info = {"format": "text" if compression is None else f"text, {compression}-compressed",
+            "delimiter": "whitespace" if delimiter == "whitespace" else delimiter,
+            "delimiter_sniffed": sniffed, "header": bool(header),
+            "header_reason": header_reason, "decimal": decimal, "dropped": []}
+    return df, names, info
+
+
+def _table_columns(path, df, names, header, target_key, index_col):
+    """The features, the labels and what was dropped of a table ``df`` whose columns are
+    ``names`` (names when ``header``, else positions): ``(X, y, info)``."""
+    pd = _pandas()
     drop = []
     index_name = None
     if index_col is None:         # pandas' to_csv(): an unnamed first column of 0, 1, 2, ...
@@ -915,10 +1026,7 @@ def _read_csv(path, *, target_key, delimiter, header, index_col):
         y = col.to_numpy() if pd.api.types.is_numeric_dtype(col) else \
             col.astype(str).to_numpy().astype(str)
     label_name = names[label_pos] if label_pos is not None else None
-    info = {"delimiter": "whitespace" if delimiter == "whitespace" else delimiter,
-            "delimiter_sniffed": sniffed, "header": bool(header),
-            "header_reason": header_reason, "decimal": decimal,
-            "index_column": index_name,
+    info = {"index_column": index_name, "dropped": [],
             "feature_names": [str(names[i]) for i in keep] if header else None,
             "label_source": None if label_pos is None else (
                 f"column {label_name!r}" if header else f"column {label_pos}")}
@@ -933,6 +1041,8 @@ def _describe(info, n, N, y):
     else:
         text += f"labels from {info['label_source']} ({np.unique(y).size} classes)"
     how = []
+    if info.get("format", "text") != "text":
+        how.append(info["format"])
     if "delimiter" in info:
         d = info["delimiter"]
         shown = {"\t": "tab", "whitespace": "whitespace"}.get(d, repr(d))
@@ -940,8 +1050,9 @@ def _describe(info, n, N, y):
         how.append(("header row" if info["header"] else "no header row") + reason
                    + f", delimiter {shown}" + (" (detected)" if info["delimiter_sniffed"] else "")
                    + (", decimal comma" if info["decimal"] == "," else ""))
-        if info["index_column"] is not None:
-            how.append(f"index column {info['index_column']} dropped")
+    if info.get("index_column") is not None:
+        how.append(f"index column {info['index_column']} dropped")
+    how.extend(f"dropped {d}" for d in info.get("dropped", ()))
     return text + (f"; {'; '.join(how)}" if how else "")
 
 
@@ -967,15 +1078,19 @@ def _tidy_labels(y):
 
 def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, target_key=None,
               delimiter=None, header="auto", index_col=None, return_info=False):
-    """Load a data matrix (and labels) from a .mat, .npz, .npy or .csv/.tsv/.txt file.
+    """Load a data matrix (and labels) from a .mat, .npz, .npy, .csv/.tsv/.txt or .parquet file.
 
     Parameters
     ----------
     path : str or path-like
         The file; its extension (case-insensitive) selects the reader: ``.mat`` (MATLAB v4-v7.2,
         ``scipy.io.loadmat``; v7.3/HDF5 is not supported), ``.npz``, ``.npy`` (one array, no
-        labels) or ``.csv``/``.tsv``/``.txt`` (a delimited table read with pandas: header row,
-        delimiter, index column and label column detected as described below).
+        labels), ``.csv``/``.tsv``/``.txt`` (a delimited table read with pandas: header row,
+        delimiter, index column and label column detected as described below), the same
+        compressed (``.csv.gz``, ``.csv.bz2``, ``.csv.xz``, ``.csv.zip`` holding one file), or
+        ``.parquet``/``.pq`` (read with pandas and pyarrow, ``pip install
+        'ntnumba[parquet]'``; its column names are the header, ``delimiter`` and ``header``
+        do not apply).
     image_shape : tuple of int (h, w), optional
         Shape of one image when the data are flat rows of ``h * w`` pixels; ``h * w`` must equal
         the number of features. For a 3-D stack it is read from the stack (if given it must
@@ -1022,7 +1137,9 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
         Also return a dict saying what was read: ``"description"`` (one line, e.g.
         ``"150 samples x 4 features, labels from column 'target' (3 classes)"``),
         ``"label_source"``, ``"feature_names"`` (tables with a header, else None) and, for
-        tables, ``"delimiter"``, ``"header"``, ``"index_column"``.
+        tables, ``"format"`` (``"text"``, ``"text, gzip-compressed"``, ``"parquet"`` ...),
+        ``"header"``, ``"index_column"``, ``"dropped"`` (what else was not read, and why) and,
+        for text tables, ``"delimiter"``.
 
     Returns
     -------
@@ -1074,12 +1191,9 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
     text 'width' above numbers), delimiter ';' (detected), decimal comma
     """
     path = Path(os.fspath(path))
-    ext = path.suffix.lower()
-    if ext not in _EXTENSIONS:
-        raise ValueError(
-            f"unknown file extension {path.suffix!r} for {path}; "
-            f"supported: {', '.join(_EXTENSIONS)}"
-        )
+    ext, compression = _file_kind(path)
+    if ext in _PARQUET:
+        ext, compression = ".csv", "parquet"     # a table, read by pandas
     if not path.is_file():
         raise FileNotFoundError(f"data file not found: {path}")
     if order not in ("C", "F"):
@@ -1126,8 +1240,9 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
                     f"shape {data.shape}"
                 )
         else:  # a table
-            data, y, table = _read_csv(path, target_key=target_key, delimiter=delimiter,
-                                       header=header, index_col=index_col)
+            data, y, table = _read_table(path, compression=compression,
+                                         target_key=target_key, delimiter=delimiter,
+                                         header=header, index_col=index_col)
             info.update(table)
             label_name = info["label_source"]
 

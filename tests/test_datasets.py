@@ -1,5 +1,6 @@
 """Tests of ntnumba.datasets: loaders (real and synthetic data folders), resampling, load_file."""
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -642,3 +643,61 @@ def test_load_file_header_is_detected_by_types(tmp_path, table):
     assert Xr.shape == (9, 2) and np.isnan(Xr[0, 0]) and y.tolist()[0] == "id0"
     Xr, y, info = load_file(p, target_key=0, header=True, return_info=True)
     assert Xr.shape == (8, 2) and "header row (as asked)" in info["description"]
+
+
+@pytest.mark.parametrize("suffix, compression", [
+    (".csv.gz", "gzip"), (".csv.bz2", "bz2"), (".csv.xz", "xz"), (".csv.zip", "zip"),
+    (".TSV.GZ", "gzip")])
+def test_load_file_compressed_tables(tmp_path, table, suffix, compression):
+    pd, df, X, names = table
+    p = tmp_path / f"t{suffix}"
+    sep = "\t" if ".tsv" in suffix.lower() else ","
+    df.assign(target=names).to_csv(p, sep=sep, index=False, compression=compression)
+    Xr, y, info = load_file(p, return_info=True)
+    np.testing.assert_array_equal(Xr, X)
+    np.testing.assert_array_equal(y, names)
+    assert f"; text, {compression}-compressed; header row" in info["description"]
+    p.write_bytes(p.read_bytes()[:20])                  # truncated: an error naming the file
+    with pytest.raises(ValueError, match=rf"{re.escape(str(p))}: not a readable"):
+        load_file(p)
+
+
+def test_load_file_compressed_errors(tmp_path, table):
+    pd, df, X, names = table
+    (tmp_path / "x.gz").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"unknown file extension '\.gz'.*\.csv\.gz"):
+        load_file(tmp_path / "x.gz")
+    p = tmp_path / "two.csv.zip"
+    import zipfile
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("a.csv", "a,b\n1,2\n")
+        z.writestr("b.csv", "a,b\n1,2\n")
+    with pytest.raises(ValueError, match="must hold exactly one file, it holds 2"):
+        load_file(p)
+
+
+def test_load_file_parquet(tmp_path, table):
+    pd, df, X, names = table
+    pytest.importorskip("pyarrow")
+    p = tmp_path / "t.parquet"
+    df.assign(target=names).to_parquet(p)
+    Xr, y, info = load_file(p, return_info=True)
+    np.testing.assert_array_equal(Xr, X)
+    np.testing.assert_array_equal(y, names)
+    assert info["feature_names"] == list(df.columns)
+    assert info["description"] == ("9 samples x 4 features, labels from column 'target' "
+                                   "(3 classes); parquet")
+    df.assign(target=names, id=np.arange(9) + 100).set_index("id").to_parquet(p)
+    Xr, y, info = load_file(p, return_info=True)
+    np.testing.assert_array_equal(Xr, X)
+    assert "dropped the file's index 'id'" in info["description"]
+    Xr, y = load_file(p, target_key="sepal width", index_col="target")
+    np.testing.assert_array_equal(y, X[:, 1])
+    np.testing.assert_array_equal(Xr, X[:, [0, 2, 3]])
+    with pytest.raises(ValueError, match="column 'target' is not numeric"):
+        load_file(p, target_key=False)
+    with pytest.raises(ValueError, match="delimiter and header are options of text tables"):
+        load_file(p, delimiter=";")
+    p.write_bytes(b"PAR1 not really")
+    with pytest.raises(ValueError, match=rf"{re.escape(str(p))}: not a readable parquet file"):
+        load_file(p)
