@@ -973,19 +973,72 @@ def _read_delimited(path, compression, delimiter, header):
     return df, names, info
 
 
+def _non_numeric(frame):
+    """``[(position, a value that is not a number)]`` of the columns of the DataFrame ``frame``
+    that do not convert to float64 (text, categories of text, dates ...)."""
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+    bad = []
+    for i in range(frame.shape[1]):
+        col = frame.iloc[:, i]
+        if is_numeric_dtype(col) or is_bool_dtype(col):
+            continue
+        try:
+            col.to_numpy(dtype=np.float64)
+        except (TypeError, ValueError):
+            bad.append((i, next((v for v in col if not _is_float(v)), None)))
+    return bad
+
+
+def _is_float(value):
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _text_column_error(where, names, bad, fix):
+    """The ValueError refusing the columns ``bad`` (of :func:`_non_numeric`, ``names`` their
+    names): the first one, one of its values, the others, and ``fix(name)`` of the first."""
+    i, value = bad[0]
+    others = ", ".join(repr(names[j]) for j, _ in bad[1:6]) + (", ..." if len(bad) > 6 else "")
+    more = f"; {len(bad) - 1} more such column(s): {others}" if len(bad) > 1 else ""
+    return ValueError(f"{where}column {names[i]!r} is not numeric (e.g. {value!r}{more}). "
+                      f"{fix(names[i])}")
+
+
+def _non_numeric_frame_error(X, name="X"):
+    """For a pandas DataFrame ``X`` with columns that are not numbers, the ValueError naming
+    the first such column and the fixes; None for anything else (the caller's message
+    stands)."""
+    if not (hasattr(X, "iloc") and hasattr(X, "columns") and getattr(X, "ndim", 0) == 2):
+        return None
+    bad = _non_numeric(X)
+    if not bad:
+        return None
+    return _text_column_error(f"{name}: ", list(X.columns), bad, lambda k: (
+        f"Drop it ({name}.drop(columns=[{k!r}])), encode it as numbers "
+        f"(pandas.get_dummies({name}, columns=[{k!r}]) or sklearn's OneHotEncoder), or, if it "
+        f"holds the labels, take it out of {name}: it is the target of an evaluation "
+        f"(ntnumba.metrics.evaluate({name}[{k!r}], model.labels_)), not a feature"))
+
+
 def _table_columns(path, df, names, header, target_key, index_col):
     """The features, the labels and what was dropped of a table ``df`` whose columns are
     ``names`` (names when ``header``, else positions): ``(X, y, info)``."""
     pd = _pandas()
     drop = []
-    index_name = None
+    index_name = index_reason = None
     if index_col is None:         # pandas' to_csv(): an unnamed first column of 0, 1, 2, ...
         if header and names and names[0] == "" and df.shape[1] > 1:
             drop.append(0)
+            index_reason = "an unnamed first column, as pandas' to_csv writes the index"
     elif index_col is not False:
         drop.append(_pick_csv_column(names, index_col, "index_col"))
+        index_reason = "as asked"
     if drop:
-        index_name = names[drop[0]] if names[drop[0]] != "" else "(unnamed)"
+        index_name = "(unnamed)" if names[drop[0]] == "" else (
+            repr(names[drop[0]]) if header else str(names[drop[0]]))
     label_pos = None
     if target_key is None:
         if header:
@@ -1005,28 +1058,20 @@ def _table_columns(path, df, names, header, target_key, index_col):
     if not keep:
         raise ValueError(f"{path}: no feature columns left (the file has {df.shape[1]} columns)")
     data = df.iloc[:, keep]
-    bad = [i for i, c in zip(keep, data.columns) if not (
-        pd.api.types.is_numeric_dtype(data[c]) or pd.api.types.is_bool_dtype(data[c]))]
+    bad = _non_numeric(data)
     if bad:
-        i = bad[0]
-        col = df.iloc[:, i]
-        value = next(v for v in col if not (isinstance(v, (int, float)) or _is_number(str(v))))
-        where = f"column {names[i]!r}" if header else f"column {i}"
-        raise ValueError(
-            f"{path}: {where} is not numeric (e.g. {value!r}"
-            + (f"; {len(bad) - 1} more such column(s)" if len(bad) > 1 else "")
-            + "). If it holds the labels pass target_key="
-            + (f"{names[i]!r}" if header else f"{i}") + " (--target-key "
-            + (f"{names[i]}" if header else f"{i}") + "); if it is an index or id, index_col"
-            " (--index-col); otherwise convert it to numbers first")
-    X = data.to_numpy(dtype=np.float64)
+        raise _text_column_error(f"{path}: ", [names[i] for i in keep], bad, lambda k: (
+            f"If it holds the labels, pass target_key={k!r} (--target-key {k}); to drop it (an "
+            f"index or id), index_col={k!r} (--index-col {k}); otherwise encode it as numbers "
+            "(e.g. pandas.get_dummies or sklearn's OrdinalEncoder) and save the table again"))
+    X = data.to_numpy(dtype=np.float64, na_value=np.nan)
     y = None
     if label_pos is not None:
         col = df.iloc[:, label_pos]
         y = col.to_numpy() if pd.api.types.is_numeric_dtype(col) else \
             col.astype(str).to_numpy().astype(str)
     label_name = names[label_pos] if label_pos is not None else None
-    info = {"index_column": index_name, "dropped": [],
+    info = {"index_column": index_name, "index_reason": index_reason, "dropped": [],
             "feature_names": [str(names[i]) for i in keep] if header else None,
             "label_source": None if label_pos is None else (
                 f"column {label_name!r}" if header else f"column {label_pos}")}
@@ -1050,8 +1095,10 @@ def _describe(info, n, N, y):
         how.append(("header row" if info["header"] else "no header row") + reason
                    + f", delimiter {shown}" + (" (detected)" if info["delimiter_sniffed"] else "")
                    + (", decimal comma" if info["decimal"] == "," else ""))
+    if "data_key" in info:
+        how.append(f"data from key {info['data_key']!r}")
     if info.get("index_column") is not None:
-        how.append(f"index column {info['index_column']} dropped")
+        how.append(f"index column {info['index_column']} dropped ({info['index_reason']})")
     how.extend(f"dropped {d}" for d in info.get("dropped", ()))
     return text + (f"; {'; '.join(how)}" if how else "")
 
@@ -1222,6 +1269,11 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
             "" if target_key else " (auto-detected; target_key=False ignores it)"
         )
         info["label_source"] = label_name
+        info["data_key"] = dkey
+        unused = [repr(k) for k in sorted(arrays) if k not in (dkey, tkey)]
+        if unused:
+            info["dropped"] = [f"key(s) {', '.join(unused[:8])}{', ...' if len(unused) > 8 else ''}"
+                               " (neither the data nor the labels)"]
         _check_values(data, f"{path}: {dkey!r}")
     else:
         if data_key is not None:

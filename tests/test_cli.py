@@ -194,7 +194,8 @@ def test_fit_reads_a_users_table(blobs):
     assert res.returncode == 0, res.stderr
     assert ("read t.csv: 30 samples x 6 features, labels from column 'target' (3 classes); "
             "header row (detected: text 'f0' above numbers), delimiter ';' (detected); "
-            "index column (unnamed) dropped") in res.stderr
+            "index column (unnamed) dropped (an unnamed first column, as pandas' to_csv "
+            "writes the index)") in res.stderr
     assert "against the labels in t.csv: CA 1.000" in res.stdout
     model = ntnumba.load(blobs / "t.npz")
     assert model.n_features_in_ == 6

@@ -537,7 +537,9 @@ def table():
 @pytest.mark.parametrize("write, kwargs, how", [
     (lambda df, p: df.to_csv(p, index=False), {},
      "header row (detected: text 'sepal length' above numbers), delimiter ',' (detected)"),
-    (lambda df, p: df.to_csv(p), {}, "index column (unnamed) dropped"),          # index column
+    (lambda df, p: df.to_csv(p), {},                                            # index column
+     "index column (unnamed) dropped (an unnamed first column, as pandas' to_csv writes the "
+     "index)"),
     (lambda df, p: df.to_csv(p, sep=";", index=False), {}, "delimiter ';'"),
     (lambda df, p: df.to_csv(p, sep="\t", index=False), {}, "delimiter tab"),
     (lambda df, p: df.to_csv(p, sep=";", decimal=",", index=False), {}, "decimal comma"),
@@ -562,8 +564,12 @@ def test_load_file_table_label_choices(tmp_path, table):
     p = tmp_path / "t.csv"
     df.assign(species=names, id=np.arange(9)).to_csv(p, index=False)
     with pytest.raises(ValueError, match=r"column 'species' is not numeric \(e\.g\. 'setosa'\)"
-                                         r".*target_key='species'"):
+                                         r"\. If it holds the labels, pass target_key='species' "
+                                         r"\(--target-key species\); to drop it .*index_col="
+                                         r"'species' \(--index-col species\); otherwise encode"):
         load_file(p)                                  # a text column is never a feature
+    Xr, y, info = load_file(p, target_key="species", index_col="id", return_info=True)
+    assert info["description"].endswith("index column 'id' dropped (as asked)")
     for key in ("species", 4, -2, "SPECIES"):
         Xr, y = load_file(p, target_key=key, index_col="id")
         np.testing.assert_array_equal(Xr, X)
@@ -701,3 +707,17 @@ def test_load_file_parquet(tmp_path, table):
     p.write_bytes(b"PAR1 not really")
     with pytest.raises(ValueError, match=rf"{re.escape(str(p))}: not a readable parquet file"):
         load_file(p)
+
+
+def test_load_file_says_what_was_not_read(tmp_path, toy):
+    images, labels = toy
+    p = tmp_path / "m.npz"
+    np.savez(p, fea=images.reshape(6, -1), gnd=labels, meta=np.arange(3), names=np.array(["a"]))
+    X, y, info = load_file(p, return_info=True)
+    assert info["description"].endswith(
+        "; data from key 'fea'; dropped key(s) 'meta', 'names' (neither the data nor the labels)")
+    q = tmp_path / "n.csv"
+    np.savetxt(q, np.c_[images.reshape(6, -1), labels], delimiter=",", header="1,2")
+    X, y, info = load_file(q, target_key="last", return_info=True)
+    assert X.shape == (6, 24)
+    assert "no header row (its first line, '#' and numbers, skipped)" in info["description"]

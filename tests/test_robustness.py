@@ -52,6 +52,23 @@ def test_bad_input_names_the_argument(X, exc, match):
         NTClustering(3, **FAST).fit(X)
 
 
+def test_a_dataframe_with_text_columns_names_the_column_and_the_fix():
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(X0, columns=[f"f{i}" for i in range(6)])
+    text = df.assign(colour=np.array(["red", "blue"])[np.arange(40) % 2],
+                     kind=pd.Categorical(np.array(["a", "b"])[np.arange(40) % 2]))
+    fixes = (r"Drop it \(X\.drop\(columns=\['colour'\]\)\), encode it as numbers "
+             r"\(pandas\.get_dummies.*if it holds the labels, take it out of X")
+    with pytest.raises(ValueError, match=r"^X: column 'colour' is not numeric \(e\.g\. 'red'; "
+                                         r"1 more such column\(s\): 'kind'\)\. " + fixes):
+        NTClustering(3, **FAST).fit(text)
+    model = NTClustering(3, **FAST).fit(df)
+    with pytest.raises(ValueError, match=r"^X: column 'f5' is not numeric \(e\.g\. 'a'\)"):
+        model.predict(df.assign(f5=text["kind"]))
+    numeric = df.assign(f5=pd.Categorical(np.arange(40) % 2))   # categories of numbers: fine
+    assert NTClustering(3, **FAST).fit(numeric).labels_.shape == (40,)
+
+
 def test_wrong_number_of_features_at_predict():
     model = NTClustering(3, **FAST).fit(X0)
     for method in (model.predict, model.transform, model.score):
