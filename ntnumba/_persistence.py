@@ -82,15 +82,21 @@ predictions came from the codes of its map, which this version does not compute,
 ``n_components == n_features`` its arrays would even have the new shapes. Version-1 files of
 the other rules load as before.
 
-A model file is untrusted input. The reader decompresses only the keys above, one at a time,
+A model file is untrusted input. Only a regular file is opened (a device such as
+``/dev/zero``, a FIFO or a socket is refused from its type, before opening and again on the
+open file, without blocking). The reader decompresses only the keys above, one at a time,
 after checking each entry's ``.npy`` header: a plain numeric or string dtype (no objects, no
 pickle), the shape the model's own dimensions give (``n_features_in_`` and the parameters fix
 every dimension except the number of training samples ``n``, which ``labels_`` declares and
 ``similarity_labels_`` must repeat, the reference set's ``n_ref``, which ``fit_labels_``
 declares and ``fit_X_`` and ``ref_rows_`` must repeat (``n`` without ``fit_labels_``), and
 ``n_initial``), and a declared size that the archive's compressed bytes can hold (deflate
-expands at most 1032-fold) and that matches the size the archive records. The values are then
-checked: finite parameters, representations, shared directions and objective history, labels
+expands at most 1032-fold) and that matches the size the archive records. The per-sample
+entries repeat ``n`` (``outlier_scores_`` and ``probabilities_`` too), ``objective_history_``
+holds at most ``n_iter_`` values, and the bytes the entries declare in all stay within half
+the available memory (:func:`ntnumba._graph._available_memory`): the free dimensions, ``n``,
+the ``n_initial`` of ``initial_labels_`` and ``n_ref``, are bounded by that only. The values
+are then checked: finite parameters, representations, shared directions and objective history, labels
 (``labels_``, ``initial_labels_``, ``fit_labels_``) within ``[0, n_clusters)`` and
 ``[0, n_similarity)``, increasing ``ref_rows_`` within ``[0, n)``, finite running sums
 (counts and sums of squares not negative), a positive finite ``scale_``, a random state
@@ -102,6 +108,7 @@ it, so an interrupted save never leaves a truncated model behind.
 import json
 import math
 import os
+import stat
 import struct
 import tokenize
 import uuid
@@ -283,6 +290,43 @@ _READER_ERRORS = (ValueError, TypeError, ArithmeticError, LookupError, Attribute
                   tokenize.TokenError)  # numpy's .npy header parser on a damaged header
 
 
+def _memory_budget():
+    """Bytes a model file may declare in all: half the memory available (the reader may hold
+    an entry twice while converting it); None when unknown (no limit)."""
+    from ._graph import _available_memory
+    avail = _available_memory()
+    return None if avail is None else avail // 2
+
+
+def _open_regular(path):
+    """``path`` opened for reading, after checking that it is a regular file: a device
+    (``/dev/zero`` reads forever), a FIFO (blocks until a writer comes) or a socket is refused
+    at once, before and (against a swap in between) after opening, without blocking."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"path: no such model file: {path}") from None
+    _check_regular(path, mode)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        _check_regular(path, os.fstat(fd).st_mode)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _check_regular(path, mode):
+    if stat.S_ISDIR(mode):
+        raise ValueError(f"path: {path} is a directory, not an ntnumba model file")
+    if not stat.S_ISREG(mode):
+        kind = ("a character device" if stat.S_ISCHR(mode) else "a block device"
+                if stat.S_ISBLK(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+        raise ValueError(f"path: {path} is {kind}, not an ntnumba model file: pass the .npz "
+                         "file written by NTClustering.save")
+
+
 class _Archive:
     """The entries of a model file, read one at a time and only on request.
 
@@ -292,13 +336,15 @@ class _Archive:
     decompresses it into a preallocated array.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, file):
         self.path = path
-        self.zip = zipfile.ZipFile(path)
+        self.zip = zipfile.ZipFile(file)
         self.infos = {}
         for info in self.zip.infolist():
             if info.filename.endswith(".npy"):
                 self.infos[info.filename[:-4]] = info
+        self.budget = _memory_budget()
+        self.declared = 0   # bytes declared by the entries read so far
 
     def close(self):
         self.zip.close()
@@ -355,6 +401,13 @@ class _Archive:
             self.fail(f"entry {key!r} declares {nbytes} bytes of data (shape {declared}) "
                       f"in {info.compress_size} compressed bytes ({info.file_size} declared "
                       "by the archive)")
+        self.declared += nbytes
+        if self.budget is not None and self.declared > self.budget:
+            raise ValueError(
+                f"path: {self.path}: entry {key!r} declares {nbytes} bytes (shape {declared}), "
+                f"which makes {self.declared} bytes with the entries before it, more than half "
+                f"of the {2 * self.budget} bytes of memory available: not loaded (a damaged or "
+                "crafted model file, or a model too large for this machine)")
         out = np.empty(declared, dtype=dtype, order="F" if fortran else "C")
         view = memoryview(out.reshape(-1, order="A").view(np.uint8)) if nbytes else None
         with self._open(key) as fp:
@@ -452,18 +505,19 @@ def read_model(path, factory):
     ``ValueError`` naming the file.
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"path: no such model file: {path}")
-    if os.path.isdir(path):
-        raise ValueError(f"path: {path} is a directory, not an ntnumba model file")
-    with open(path, "rb"):  # PermissionError and the like as themselves
-        pass
-    if not zipfile.is_zipfile(path):
-        raise ValueError(f"path: {path} is not an ntnumba model file (not an .npz archive; "
-                         "truncated, or some other kind of file)")
+    with _open_regular(path) as file:  # PermissionError and the like as themselves
+        if not zipfile.is_zipfile(file):
+            raise ValueError(f"path: {path} is not an ntnumba model file (not an .npz archive; "
+                             "truncated, or some other kind of file)")
+        file.seek(0)
+        return _read_archive(path, file, factory)
+
+
+def _read_archive(path, file, factory):
+    """The model of the open zip archive ``file``; every failure a ValueError naming ``path``."""
     archive = None
     try:
-        archive = _Archive(path)
+        archive = _Archive(path, file)
         return _load(archive, path, factory)
     except ValueError as exc:
         if str(exc).startswith(f"path: {path}"):
@@ -529,6 +583,9 @@ def _load(f, path, factory):
     model.components_ = f.array("components_", (M, N), float_kinds)
     model.dissimilarity_ = f.array("dissimilarity_", (C, M), float_kinds)
     model.similarity_ = f.array("similarity_", (Cs, M), float_kinds)
+    history = f.header("objective_history_")[1]
+    if len(history) == 1 and not 0 <= history[0] <= model.n_iter_:
+        f.fail(f"n_iter_ is {model.n_iter_} with {history[0]} objective values")
     model.objective_history_ = f.array("objective_history_", (-1,), "f").astype(np.float64)
     model.labels_ = f.array("labels_", (-1,), "iu").astype(np.int64)
     n = model.labels_.shape[0]
@@ -543,7 +600,7 @@ def _load(f, path, factory):
             f.fail("rng_state_ is not a MT19937 state")
     for key in ("outlier_scores_", "probabilities_"):  # optional, per training sample
         if key in f:
-            setattr(model, key, f.array(key, (-1,), "f").astype(np.float64))
+            setattr(model, key, f.array(key, (n,), "f").astype(np.float64))
     for key in ("feature_mean_", "feature_scale_"):  # scaling="standard": per feature
         if key in f:
             value = f.array(key, (N,), "f").astype(np.float64)
@@ -565,6 +622,9 @@ def _load(f, path, factory):
         if "fit_labels_" in f:  # the reference set's own clusters (version 3)
             model._fit_labels = f.array("fit_labels_", (-1,), "iu").astype(np.int64)
             n_ref = model._fit_labels.shape[0]
+        if "ref_rows_" in f and n_ref > n:   # a sample of the n training rows
+            f.fail(f"the reference set has {n_ref} rows, more than the {n} training samples "
+                   "it is a sample of")
         model._fit_X = f.array("fit_X_", (n_ref, N), float_kinds)
         if "graph_copies_" in f:
             copies = f.scalar("graph_copies_", int)

@@ -491,8 +491,105 @@ def test_huge_declared_shapes_are_refused_before_allocation(saved, tmp_path, key
     descr = "<i8" if key == "labels_" else "<f8"
     path = _craft(saved, tmp_path / "huge.npz",
                   **{key: _npy_bytes(descr=descr, shape=shape, data=bytes(4096))})
-    with pytest.raises(ValueError, match=f"{key}.*(has shape|declares)"):
+    with pytest.raises(ValueError, match=rf"{key}.*(has shape|declares)|n_iter_ is \d+ with "
+                                         rf"{shape[0]} objective values"):
         ntnumba.load(path)
+
+
+def test_the_entries_are_bounded_before_they_are_read(saved, model, tmp_path, monkeypatch):
+    """The per-sample entries repeat the n of labels_, and the bytes the entries declare in
+    all stay within half the available memory: a 32 MiB labels_ of zeros (32 kB compressed)
+    is refused from its header when only 16 MiB are available, before any allocation."""
+    import time
+    import tracemalloc
+    n = model.labels_.size
+    path = _craft(saved, tmp_path / "scores.npz",
+                  outlier_scores_=_npy_bytes(np.zeros(n + 1)))
+    with pytest.raises(ValueError, match=rf"outlier_scores_ has shape \({n + 1},\), "
+                                         rf"expected \({n},\)"):
+        ntnumba.load(path)
+    big = 1 << 22
+    path = _craft(saved, tmp_path / "big.npz", labels_=_npy_bytes(np.zeros(big, np.int64)),
+                  similarity_labels_=_npy_bytes(np.zeros(big, np.int64)))
+    assert os.path.getsize(path) < 1 << 20
+    monkeypatch.setattr("ntnumba._graph._available_memory", lambda: 16 << 20)
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(ValueError, match=rf"path: {re.escape(str(path))}: entry "
+                                             r"'(similarity_)?labels_' declares \d+ bytes .* "
+                                             r"more than half of the 16777216 bytes of memory "
+                                             r"available: not loaded"):
+            ntnumba.load(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 << 20 and time.perf_counter() - t0 < 5, peak
+    monkeypatch.setattr("ntnumba._graph._available_memory", lambda: 1 << 30)
+    assert ntnumba.load(saved).labels_.size == n   # a model within the budget loads
+
+
+def _load_in_thread(path, timeout):
+    """``ntnumba.load(path)`` in a daemon thread: ``(finished, exception)`` after at most
+    ``timeout`` seconds (a blocked load is left behind, never waited for)."""
+    import threading
+    out = {}
+
+    def target():
+        try:
+            ntnumba.load(path)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            out["exc"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(timeout)
+    return not t.is_alive(), out.get("exc")
+
+
+def test_devices_and_fifos_are_refused_at_once(tmp_path):
+    if not hasattr(os, "mkfifo") or not os.path.exists("/dev/null"):
+        pytest.skip("needs POSIX FIFOs and /dev/null")
+    done, exc = _load_in_thread("/dev/null", 10)
+    assert done and isinstance(exc, ValueError)
+    assert str(exc).startswith("path: /dev/null is a character device, not an ntnumba model "
+                               "file: pass the .npz file written by NTClustering.save")
+    fifo = tmp_path / "model.npz"
+    os.mkfifo(fifo)
+    try:
+        done, exc = _load_in_thread(fifo, 10)
+    finally:   # unblock a reader stuck in open() (none when the FIFO was refused)
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+    assert done, "load of a FIFO blocked"
+    assert isinstance(exc, ValueError) and f"{fifo} is a FIFO (named pipe)" in str(exc)
+
+
+@pytest.mark.slow
+def test_dev_zero_is_refused_at_once():
+    """``/dev/zero`` reads forever: refused from its type, in a subprocess limited to 2 GiB of
+    address space and 120 s (the reader before grew by 3 GB in 4.5 s)."""
+    import subprocess
+    import sys
+    if not os.path.exists("/dev/zero"):
+        pytest.skip("no /dev/zero")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ("import resource, time\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+            "import ntnumba\n"
+            "from ntnumba import NTClustering  # the imports, not the load, take time\n"
+            "t = time.perf_counter()\n"
+            "try:\n    ntnumba.load('/dev/zero')\n"
+            "except ValueError as exc:\n    print(f'{time.perf_counter() - t:.3f}', exc)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    elapsed, message = proc.stdout.strip().split(" ", 1)
+    assert message.startswith("path: /dev/zero is a character device, not an ntnumba model")
+    assert float(elapsed) < 1.0
 
 
 def test_declared_size_must_match_the_data(saved, tmp_path):
