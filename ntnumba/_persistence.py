@@ -96,18 +96,24 @@ entries repeat ``n`` (``outlier_scores_`` and ``probabilities_`` too), ``objecti
 holds at most ``n_iter_`` values, and the bytes the entries declare in all stay within half
 the available memory (:func:`ntnumba._graph._available_memory`): the free dimensions, ``n``,
 the ``n_initial`` of ``initial_labels_`` and ``n_ref``, are bounded by that only. The values
-are then checked: finite parameters, representations, shared directions and objective history, labels
-(``labels_``, ``initial_labels_``, ``fit_labels_``) within ``[0, n_clusters)`` and
+are then checked: finite parameters, representations, shared directions and objective
+history, labels (``labels_``, ``initial_labels_``, ``fit_labels_``) within ``[0, n_clusters)`` and
 ``[0, n_similarity)``, increasing ``ref_rows_`` within ``[0, n)``, finite running sums
 (counts and sums of squares not negative), a positive finite ``scale_``, a random state
 that ``numpy.random.RandomState.set_state`` accepts, a near-copy factor that a fit can
 measure (:func:`ntnumba._graph.max_copy_factor`). Anything else is a ``ValueError`` naming the
-file and the entry. ``save`` writes to a temporary file in the destination folder and renames
-it, so an interrupted save never leaves a truncated model behind.
+file and the entry. ``save`` writes to a temporary file in the destination folder, syncs it to
+disk and renames it (then syncs the folder), so an interrupted save never leaves a truncated
+model behind; it writes through a symbolic link (the target is replaced), keeps an existing
+file's permission bits (the file holds the scaled training rows of a graph model), and removes
+its temporary file on any exception; those of a killed process are removed by a later save
+into the folder once an hour old (see :func:`_write_atomic`).
 """
+import contextlib
 import json
 import math
 import os
+import re
 import stat
 import struct
 import tokenize
@@ -255,24 +261,95 @@ def save_model(model, path):
     path = os.fspath(path)
     if not path.endswith(".npz"):
         path += ".npz"
-    # a hidden temporary file in the destination folder (same file system: the rename is
-    # atomic), created with the usual permissions
-    folder, base = os.path.split(os.path.abspath(path))
+    payload.update(format=np.array(FORMAT), format_version=np.array(FORMAT_VERSION),
+                   ntnumba_version=np.array(__version__), params=np.array(json.dumps(params)),
+                   n_iter_=np.array(model.n_iter_),
+                   n_features_in_=np.array(model.n_features_in_),
+                   scale_=np.array(float(model.scale_)))
+    _write_atomic(path, lambda f: np.savez_compressed(f, **payload))
+    return path
+
+
+# a temporary file of save: hidden, in the destination folder, ".<name>.<pid>-<8 hex>.tmp.npz"
+_TMP_PATTERN = re.compile(r"^\..+\.\d+-[0-9a-f]{8}\.tmp\.npz$")
+_STALE_SECONDS = 3600
+
+
+def _write_atomic(path, write):
+    """Write ``path`` through ``write(file)``: into a temporary file of the destination's folder,
+    synced to disk, then renamed over it (atomic), the folder synced too.
+
+    A symbolic link is written through: its target is replaced, the link kept. An existing
+    file keeps its permission bits (and, where allowed, its owner and group); a new one gets
+    the usual mode (0666 less the umask). The temporary file is removed on any exception,
+    KeyboardInterrupt included; a process killed outright (SIGKILL, power loss) leaves it
+    behind, so temporary files of this pattern untouched for an hour are removed by the next
+    save into that folder.
+    """
+    target = os.path.realpath(path)   # through symbolic links
+    folder, base = os.path.split(target)
+    try:
+        old = os.stat(target)
+    except FileNotFoundError:
+        old = None
+    _remove_stale(folder)
     tmp = os.path.join(folder, f".{base}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp.npz")
     try:
-        np.savez_compressed(tmp, format=np.array(FORMAT),
-                            format_version=np.array(FORMAT_VERSION),
-                            ntnumba_version=np.array(__version__),
-                            params=np.array(json.dumps(params)),
-                            n_iter_=np.array(model.n_iter_),
-                            n_features_in_=np.array(model.n_features_in_),
-                            scale_=np.array(float(model.scale_)), **payload)
-        os.replace(tmp, path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                     0o666)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        if old is not None:
+            _keep_mode(tmp, old)
+        os.replace(tmp, target)
     except BaseException:
-        if os.path.exists(tmp):
+        with contextlib.suppress(OSError):
             os.remove(tmp)
         raise
-    return path
+    _sync_folder(folder)
+
+
+def _keep_mode(tmp, old):
+    """The permission bits (and where allowed owner and group) of the replaced file."""
+    st = os.stat(tmp)
+    if (st.st_uid, st.st_gid) != (old.st_uid, old.st_gid) and hasattr(os, "chown"):
+        with contextlib.suppress(OSError):   # only root may give a file away
+            os.chown(tmp, old.st_uid, old.st_gid)
+    os.chmod(tmp, stat.S_IMODE(old.st_mode))
+
+
+def _sync_folder(folder):
+    """fsync the folder, so that the rename survives a crash (not possible on Windows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _remove_stale(folder):
+    """Remove save's temporary files in ``folder`` untouched for an hour (left by a killed
+    process); errors are ignored (another process may remove them first)."""
+    import time
+    now = time.time()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if not _TMP_PATTERN.match(entry.name):
+            continue
+        with contextlib.suppress(OSError):
+            if entry.is_file(follow_symlinks=False) and (
+                    now - entry.stat(follow_symlinks=False).st_mtime > _STALE_SECONDS):
+                os.remove(entry.path)
 
 
 # Bounds of the reader (a model file is untrusted input: nothing is allocated or decompressed

@@ -136,7 +136,7 @@ def test_interrupted_save_keeps_the_old_file(model, tmp_path, monkeypatch):
     before = Path(path).read_bytes()
 
     def broken(file, **arrays):  # writes half a file, then fails
-        Path(file).write_bytes(before[:100])
+        file.write(before[:100])
         raise KeyboardInterrupt
 
     monkeypatch.setattr(_persistence.np, "savez_compressed", broken)
@@ -144,6 +144,73 @@ def test_interrupted_save_keeps_the_old_file(model, tmp_path, monkeypatch):
         model.save(path)
     assert Path(path).read_bytes() == before
     assert os.listdir(tmp_path) == ["m.npz"]
+
+
+def test_save_keeps_the_mode_of_an_existing_file_and_uses_the_umask_for_a_new_one(
+        model, tmp_path):
+    import stat
+    path = model.save(tmp_path / "m.npz")
+    os.chmod(path, 0o600)                   # the file holds the scaled training rows
+    model.save(path)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    os.chmod(path, 0o640)
+    model.save(path)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
+    old = os.umask(0o027)
+    try:
+        new = model.save(tmp_path / "new.npz")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(new).st_mode) == 0o640
+    assert sorted(os.listdir(tmp_path)) == ["m.npz", "new.npz"]
+
+
+def test_save_writes_through_a_symbolic_link(model, X, tmp_path):
+    (tmp_path / "models").mkdir()
+    target = tmp_path / "models" / "v1.npz"
+    target.write_bytes(b"an older model")
+    os.chmod(target, 0o600)
+    link = tmp_path / "current.npz"
+    link.symlink_to(os.path.join("models", "v1.npz"))
+    assert model.save(link) == str(link)
+    assert link.is_symlink() and os.readlink(link) == os.path.join("models", "v1.npz")
+    assert (target.stat().st_mode & 0o777) == 0o600
+    np.testing.assert_array_equal(ntnumba.load(target).predict(X), model.predict(X))
+    assert sorted(os.listdir(tmp_path / "models")) == ["v1.npz"]
+    dangling = tmp_path / "next.npz"          # a link to a file still to be written
+    dangling.symlink_to(tmp_path / "models" / "v2.npz")
+    model.save(dangling)
+    assert dangling.is_symlink() and (tmp_path / "models" / "v2.npz").is_file()
+
+
+def test_save_syncs_the_file_and_the_folder(model, tmp_path, monkeypatch):
+    import stat
+    synced = []
+    fsync = os.fsync
+
+    def record(fd):
+        synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", record)
+    model.save(tmp_path / "m.npz")
+    assert synced == [False, True]      # the temporary file before the rename, the folder after
+
+
+def test_save_removes_stale_temporary_files_of_killed_saves(model, tmp_path):
+    """A save killed by SIGKILL leaves its hidden temporary file: the next save into the
+    folder removes those of its own pattern untouched for an hour, nothing else."""
+    import time
+    names = {"stale": ".m.npz.4242-0123abcd.tmp.npz", "recent": ".m.npz.4243-89abcdef.tmp.npz",
+             "other": ".m.npz.tmp.npz", "mine": "notes.4242-0123abcd.tmp.npz.txt"}
+    for name in names.values():
+        (tmp_path / name).write_bytes(b"partial")
+    hour_ago = time.time() - 3700
+    for key in ("stale", "other", "mine"):
+        os.utime(tmp_path / names[key], (hour_ago, hour_ago))
+    model.save(tmp_path / "m.npz")
+    left = set(os.listdir(tmp_path))
+    assert left == {"m.npz", names["recent"], names["other"], names["mine"]}
 
 
 def test_loaded_model_warm_starts(model, X, tmp_path):
