@@ -143,18 +143,35 @@ def _nonneg_float(text):
 
 
 # ------------------------------------------------------------------------------ files
-def _check_output(path, what, exts=None):
-    """Fail before any long computation if ``path`` cannot be written."""
+def _check_output(path, what, exts=None, in_place=True):
+    """Fail before any long computation if ``path`` cannot be written: its folder (that of a
+    symbolic link's target) must exist and take a new file, found by creating and removing
+    one (``os.access`` says yes to root, and on file systems such as /proc, where writing
+    fails); with ``in_place`` (a file written where it is, not renamed over), an existing
+    file must open for writing."""
     path = os.fspath(path)
     if exts is not None and os.path.splitext(path)[1].lower() not in exts:
         raise CLIError(f"{what}: {path}: unsupported extension; use one of {', '.join(exts)}")
-    folder = os.path.dirname(os.path.abspath(path))
+    real = os.path.realpath(path)
+    folder = os.path.dirname(real)
     if not os.path.isdir(folder):
         raise CLIError(f"{what}: {path}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise CLIError(f"{what}: {path}: folder {folder} is not writable")
-    if os.path.isdir(path):
+    if os.path.isdir(real):
         raise CLIError(f"{what}: {path} is a directory")
+    fix = "choose another output path"
+    probe = os.path.join(folder, f".ntnumba-write-test.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.remove(probe)
+    except OSError as exc:
+        raise CLIError(f"{what}: {path}: cannot write in folder {folder} "
+                       f"({exc.strerror or exc}); {fix}") from None
+    if in_place and os.path.isfile(real):
+        try:
+            os.close(os.open(real, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NONBLOCK", 0)))
+        except OSError as exc:
+            raise CLIError(f"{what}: {path}: the file cannot be written ({exc.strerror or exc})"
+                           f"; {fix}") from None
     return path
 
 
@@ -341,7 +358,8 @@ def _fit_keeping_interrupt(model, X):
 def cmd_fit(args):
     import numpy as np
     from .metrics import evaluate
-    out = _check_output(args.out if args.out.endswith(".npz") else args.out + ".npz", "--out")
+    out = _check_output(args.out if args.out.endswith(".npz") else args.out + ".npz", "--out",
+                        in_place=False)    # save renames a new file over it
     labels_path = args.labels or (out[:-len(".npz")] + ".labels.csv")
     _check_output(labels_path, "--labels", _LABEL_EXT)
     if args.plot_objective:
@@ -671,7 +689,6 @@ def build_parser(commands=None):
         _add_fit_options(p)
     p.set_defaults(func=cmd_fit)
 
-
     p = sub.add_parser("predict", help="cluster labels of DATA with a saved model",
                        description="Assign every sample of DATA to a cluster with a model "
                                    "written by 'ntnumba fit' (pass the same data options).")
@@ -732,6 +749,7 @@ def main(argv=None):
         args = parser.parse_args(argv)
     except SystemExit as exc:   # --help, --version, usage errors: argparse's own status
         return exc.code if isinstance(exc.code, int) else 1
+
     def one_line(message, category, *rest, **kw):
         print(f"ntnumba {args.command}: warning: {message}", file=sys.stderr, flush=True)
 

@@ -648,11 +648,25 @@ def _is_numeric(a):
     )
 
 
+@contextlib.contextmanager
+def _damaged(path, kind):
+    """Any error of a reader of a damaged file as a ValueError naming the file (a missing or
+    unreadable file, and MATLAB v7.3, as themselves)."""
+    try:
+        yield
+    except (FileNotFoundError, PermissionError, IsADirectoryError, NotImplementedError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - scipy/numpy raise many kinds on damaged files
+        raise ValueError(f"{path}: not a readable {kind} (truncated or corrupted: "
+                         f"{type(exc).__name__}: {exc}); write the file again") from None
+
+
 def _read_mapping(path, ext):
     """{name: ndarray} for .mat / .npz files (unreadable entries skipped)."""
     if ext == ".mat":
         try:
-            raw = _loadmat(path)
+            with _damaged(path, "MATLAB .mat file"):
+                raw = _loadmat(path)
         except NotImplementedError as exc:  # MATLAB v7.3 = HDF5
             raise ValueError(
                 f"{path}: MATLAB v7.3 (HDF5) files are not supported by scipy.io.loadmat; "
@@ -660,12 +674,13 @@ def _read_mapping(path, ext):
             ) from exc
         return {k: v for k, v in raw.items() if not k.startswith("__")}
     out = {}
-    with np.load(path, allow_pickle=False) as z:
+    with _damaged(path, ".npz archive"), np.load(path, allow_pickle=False) as z:
         for k in z.files:
             try:
                 out[k] = z[k]
-            except ValueError:  # object arrays need pickle: not data for us
-                continue
+            except ValueError as exc:  # object arrays need pickle: not data for us
+                if "pickle" not in str(exc):
+                    raise
     return out
 
 
@@ -1281,10 +1296,8 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
         if ext == ".npy":
             if target_key not in (None, False):
                 raise ValueError("target_key is not used for .npy files (they hold one array)")
-            try:
+            with _damaged(path, ".npy file of numbers"):
                 data = np.load(path, allow_pickle=False)
-            except ValueError as exc:
-                raise ValueError(f"{path}: not a readable .npy file of numbers ({exc})") from None
             _check_values(data, str(path))
             if data.ndim not in (2, 3):
                 raise ValueError(
