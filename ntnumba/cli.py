@@ -143,18 +143,35 @@ def _nonneg_float(text):
 
 
 # ------------------------------------------------------------------------------ files
-def _check_output(path, what, exts=None):
-    """Fail before any long computation if ``path`` cannot be written."""
+def _check_output(path, what, exts=None, in_place=True):
+    """Fail before any long computation if ``path`` cannot be written: its folder (that of a
+    symbolic link's target) must exist and take a new file, found by creating and removing
+    one (``os.access`` says yes to root, and on file systems such as /proc, where writing
+    fails); with ``in_place`` (a file written where it is, not renamed over), an existing
+    file must open for writing."""
     path = os.fspath(path)
     if exts is not None and os.path.splitext(path)[1].lower() not in exts:
         raise CLIError(f"{what}: {path}: unsupported extension; use one of {', '.join(exts)}")
-    folder = os.path.dirname(os.path.abspath(path))
+    real = os.path.realpath(path)
+    folder = os.path.dirname(real)
     if not os.path.isdir(folder):
         raise CLIError(f"{what}: {path}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise CLIError(f"{what}: {path}: folder {folder} is not writable")
-    if os.path.isdir(path):
+    if os.path.isdir(real):
         raise CLIError(f"{what}: {path} is a directory")
+    fix = "choose another output path"
+    probe = os.path.join(folder, f".ntnumba-write-test.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.remove(probe)
+    except OSError as exc:
+        raise CLIError(f"{what}: {path}: cannot write in folder {folder} "
+                       f"({exc.strerror or exc}); {fix}") from None
+    if in_place and os.path.isfile(real):
+        try:
+            os.close(os.open(real, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NONBLOCK", 0)))
+        except OSError as exc:
+            raise CLIError(f"{what}: {path}: the file cannot be written ({exc.strerror or exc})"
+                           f"; {fix}") from None
     return path
 
 
@@ -263,18 +280,18 @@ def read_labels(path, key=None):
                            f"{a.shape}")
         return a
     if ext in (".csv", ".txt", ".tsv") and key is None:
-        from .datasets import _csv_sample, _sniff_delimiter
-        lines = _csv_sample(path)
+        from .datasets import csv_sample, sniff_delimiter
+        lines = csv_sample(path)
         if not lines:
             raise CLIError(f"{path}: no labels in the file")
         # a table when a delimiter splits the lines (not spaces: labels may contain them)
-        if _sniff_delimiter(lines) not in (",", "whitespace") or any("," in ln for ln in lines):
+        if sniff_delimiter(lines) not in (",", "whitespace") or any("," in ln for ln in lines):
             _, y = load_file(path, target_key=None)     # a data table with a labels column
             if y is None:
                 raise CLIError(f"{path}: expected one label per line, or a table with a "
                                "labels column (name it with --key NAME, a position, or last)")
             return y
-        values = [line.strip() for line in _csv_sample(path, limit=None)]  # every label
+        values = [line.strip() for line in csv_sample(path, limit=None)]  # every label
         lab = _as_labels(values[1:])
         if (lab.dtype.kind in "if" and _as_labels(values[:1]).dtype.kind not in "if") or \
                 values[0].lower() in _LABEL_HEADERS:
@@ -341,7 +358,8 @@ def _fit_keeping_interrupt(model, X):
 def cmd_fit(args):
     import numpy as np
     from .metrics import evaluate
-    out = _check_output(args.out if args.out.endswith(".npz") else args.out + ".npz", "--out")
+    out = _check_output(args.out if args.out.endswith(".npz") else args.out + ".npz", "--out",
+                        in_place=False)    # save renames a new file over it
     labels_path = args.labels or (out[:-len(".npz")] + ".labels.csv")
     _check_output(labels_path, "--labels", _LABEL_EXT)
     if args.plot_objective:
@@ -520,7 +538,8 @@ def _blas_threads(n):
 # ------------------------------------------------------------------------------ parser
 def _add_data_options(p):
     g = p.add_argument_group("reading DATA (any file ntnumba.datasets.load_file reads: "
-                             ".mat, .npz, .npy, or a .csv/.tsv/.txt table)")
+                             ".mat, .npz, .npy, a .csv/.tsv/.txt table, also compressed "
+                             "(.csv.gz, .bz2, .xz, .zip), or .parquet)")
     g.add_argument("--data-key", help="array holding the data in a .mat/.npz file "
                                       "(default: X, fea, images, data, else the largest)")
     g.add_argument("--target-key", metavar="KEY",
@@ -549,8 +568,9 @@ def _add_data_options(p):
 
 def _add_fit_options(p):
     from .estimators.clustering import ASSIGN_RULES, INITS, NTClustering
-    p.add_argument("data", metavar="DATA", help="data file (.mat, .npz, .npy, or a .csv/.tsv/"
-                                                ".txt table)")
+    p.add_argument("data", metavar="DATA", help="data file (.mat, .npz, .npy, a .csv/.tsv/"
+                                                ".txt table, maybe .gz/.bz2/.xz/.zip, or "
+                                                ".parquet)")
     p.add_argument("-k", "--n-clusters", type=_positive_int, required=True, metavar="C",
                    help="number of clusters")
     p.add_argument("-o", "--out", required=True, metavar="MODEL",
@@ -669,12 +689,12 @@ def build_parser(commands=None):
         _add_fit_options(p)
     p.set_defaults(func=cmd_fit)
 
-
     p = sub.add_parser("predict", help="cluster labels of DATA with a saved model",
                        description="Assign every sample of DATA to a cluster with a model "
                                    "written by 'ntnumba fit' (pass the same data options).")
     p.add_argument("model", metavar="MODEL", help="model file (.npz)")
-    p.add_argument("data", metavar="DATA", help="data file (.mat, .npz, .npy, .csv)")
+    p.add_argument("data", metavar="DATA", help="data file (.mat, .npz, .npy, .csv, "
+                                                ".csv.gz, .parquet, ...)")
     p.add_argument("-o", "--out", metavar="PATH",
                    help="labels file to write, .csv or .npy (default: one label per line on "
                         "standard output)")
@@ -729,6 +749,7 @@ def main(argv=None):
         args = parser.parse_args(argv)
     except SystemExit as exc:   # --help, --version, usage errors: argparse's own status
         return exc.code if isinstance(exc.code, int) else 1
+
     def one_line(message, category, *rest, **kw):
         print(f"ntnumba {args.command}: warning: {message}", file=sys.stderr, flush=True)
 

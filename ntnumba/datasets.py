@@ -11,7 +11,8 @@ here rebuild those inputs from public copies of the data sets (see ``docs/datase
 - :func:`load_yaleb`: ``"paper"`` = 21x21 (2414 x 441), from the 192x168 cropped originals minus
   the 18 ``is_bad`` images; also ``"32x32"`` (``YaleB_32x32.mat``), ``"48x42"`` or any size.
 - :func:`load_demo`: COIL-20 at 32x32 from the copy shipped in the package (no data folder).
-- :func:`load_file`: any .mat/.npz/.npy matrix or image stack, or a .csv/.tsv/.txt table.
+- :func:`load_file`: any .mat/.npz/.npy matrix or image stack, a .csv/.tsv/.txt table (also
+  compressed: .csv.gz, .bz2, .xz, .zip) or a .parquet table.
 
 Every loader returns ``(X, y)``: ``X`` float64 of shape (n_samples, h * w), each row one image
 flattened in C (row-major) order, so ``X[i].reshape(h, w)`` is the upright image; ``y`` int64
@@ -22,9 +23,15 @@ Resampling: area averaging (see :func:`resize_images`).
 """
 from __future__ import annotations
 
+import bz2
+import contextlib
 import csv
+import gzip
+import io
+import lzma
 import os
 import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -62,7 +69,11 @@ _MNIST_MAT = ("mnist", "MNIST_subset604.mat")
 _DATA_KEYS = ("X", "fea", "images", "data")
 _TARGET_KEYS = ("Y", "gnd", "labels", "y", "target")
 _TABLES = (".csv", ".tsv", ".txt")
-_EXTENSIONS = (".mat", ".npz", ".npy") + _TABLES
+_PARQUET = (".parquet", ".pq")
+_EXTENSIONS = (".mat", ".npz", ".npy") + _TABLES + _PARQUET
+#: Compressed tables (``iris.csv.gz``): the compression, by the last extension (pandas reads
+#: them; their first lines are sampled through the standard library's modules).
+_COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zip": "zip"}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -637,11 +648,25 @@ def _is_numeric(a):
     )
 
 
+@contextlib.contextmanager
+def _damaged(path, kind):
+    """Any error of a reader of a damaged file as a ValueError naming the file (a missing or
+    unreadable file, and MATLAB v7.3, as themselves)."""
+    try:
+        yield
+    except (FileNotFoundError, PermissionError, IsADirectoryError, NotImplementedError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - scipy/numpy raise many kinds on damaged files
+        raise ValueError(f"{path}: not a readable {kind} (truncated or corrupted: "
+                         f"{type(exc).__name__}: {exc}); write the file again") from None
+
+
 def _read_mapping(path, ext):
     """{name: ndarray} for .mat / .npz files (unreadable entries skipped)."""
     if ext == ".mat":
         try:
-            raw = _loadmat(path)
+            with _damaged(path, "MATLAB .mat file"):
+                raw = _loadmat(path)
         except NotImplementedError as exc:  # MATLAB v7.3 = HDF5
             raise ValueError(
                 f"{path}: MATLAB v7.3 (HDF5) files are not supported by scipy.io.loadmat; "
@@ -649,12 +674,13 @@ def _read_mapping(path, ext):
             ) from exc
         return {k: v for k, v in raw.items() if not k.startswith("__")}
     out = {}
-    with np.load(path, allow_pickle=False) as z:
+    with _damaged(path, ".npz archive"), np.load(path, allow_pickle=False) as z:
         for k in z.files:
             try:
                 out[k] = z[k]
-            except ValueError:  # object arrays need pickle: not data for us
-                continue
+            except ValueError as exc:  # object arrays need pickle: not data for us
+                if "pickle" not in str(exc):
+                    raise
     return out
 
 
@@ -710,6 +736,13 @@ _DELIMITERS = ("\t", ";", ",", "|")
 _SAMPLE_LINES = 200
 
 
+#: Fields pandas reads as missing values (its default ``na_values``): neither text nor numbers
+#: when the header is detected.
+_MISSING = frozenset(("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan",
+                      "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a",
+                      "nan", "null"))
+
+
 def _is_number(text):
     try:
         float(text)
@@ -718,19 +751,90 @@ def _is_number(text):
     return True
 
 
-def _csv_sample(path, limit=_SAMPLE_LINES):
+def _is_text(cell):
+    return cell not in _MISSING and not _is_number(cell)
+
+
+def _header_by_types(cells, body, delimiter):
+    """Whether the first line ``cells`` is a header, by types (as ``csv.Sniffer.has_header``
+    compares them), and why: ``(True, reason)`` when one of its fields is text above a column
+    whose sampled fields below are all numbers; a first line of the same types as the lines
+    below it (numbers, and text in a text column such as the labels of a headerless iris.csv)
+    is data. Without a numeric column below (or without lines below) the types cannot tell:
+    then a text field makes it a header."""
+    rows = [_split(line, delimiter) for line in body]
+
+    def number(v):   # a decimal comma counts unless the comma is the delimiter
+        return _is_number(v) or (delimiter != "," and _is_number(v.replace(",", ".", 1)))
+    numeric = []
+    for j in range(len(cells)):
+        column = [r[j] for r in rows if j < len(r) and r[j] not in _MISSING]
+        if column and all(number(v) for v in column):
+            numeric.append(j)
+    for j in numeric:
+        if _is_text(cells[j]):
+            return True, f"detected: text {cells[j]!r} above numbers"
+    if numeric:
+        return False, "detected: the first line has the types of the lines below"
+    if any(_is_text(c) for c in cells):
+        return True, "detected: text in the first line, no column of numbers below"
+    return False, "detected: the first line holds numbers"
+
+
+@contextlib.contextmanager
+def _open_text(path, compression=None):
+    """The text of a file, decompressed (``compression``: None or a value of
+    ``_COMPRESSIONS``; a zip archive must hold one file, as pandas requires)."""
+    if compression == "zip":
+        with zipfile.ZipFile(path) as z:
+            members = [m for m in z.infolist() if not m.is_dir()]
+            if len(members) != 1:
+                raise ValueError(f"{path}: a zip archive of a table must hold exactly one file, "
+                                 f"it holds {len(members)}")
+            with io.TextIOWrapper(z.open(members[0]), encoding="utf-8-sig", newline="") as f:
+                yield f
+        return
+    opener = {None: open, "gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open}[compression]
+    with opener(path, "rt", newline="", encoding="utf-8-sig") as f:
+        yield f
+
+
+def csv_sample(path, limit=_SAMPLE_LINES, compression=None):
     """The first non-empty lines of a text file (at most ``limit``; None: all of them)."""
     lines = []
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        for line in f:
-            if line.strip():
-                lines.append(line.rstrip("\r\n"))
-                if len(lines) == limit:
-                    break
+    try:
+        with _open_text(path, compression) as f:
+            for line in f:
+                if line.strip():
+                    lines.append(line.rstrip("\r\n"))
+                    if len(lines) == limit:
+                        break
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
+        raise
+    except (OSError, EOFError, lzma.LZMAError, zipfile.BadZipFile) as exc:
+        if compression is None:
+            raise
+        raise ValueError(f"{path}: not a readable {compression}-compressed file "
+                         f"({type(exc).__name__}: {exc})") from None
     return lines
 
 
-def _sniff_delimiter(lines):
+def _file_kind(path):
+    """``(extension, compression)`` of a data file: ``iris.csv.gz`` -> ``(".csv", "gzip")``;
+    ValueError for an extension no reader takes."""
+    suffixes = [x.lower() for x in path.suffixes]
+    ext = suffixes[-1] if suffixes else ""
+    if ext in _COMPRESSIONS and len(suffixes) > 1 and suffixes[-2] in _TABLES:
+        return suffixes[-2], _COMPRESSIONS[ext]
+    if ext not in _EXTENSIONS:
+        compressed = ", ".join(f"{t}{c}" for t in _TABLES[:1] for c in _COMPRESSIONS)
+        raise ValueError(
+            f"unknown file extension {path.suffix!r} for {path}; supported: "
+            f"{', '.join(_EXTENSIONS)}, and compressed tables ({compressed}, ...)")
+    return ext, None
+
+
+def sniff_delimiter(lines):
     """The delimiter: the first of tab, ';', ',', '|' that splits every sampled line (the header
     line included) into the same number (> 1) of fields, else whitespace when that does, else
     ',' (one column)."""
@@ -772,17 +876,60 @@ def _pick_csv_column(names, key, what):
                      f"(0..{n - 1}, -1 = last) or 'last'; columns: {shown}")
 
 
-def _read_csv(path, *, target_key, delimiter, header, index_col):
-    """Read a delimited text file with pandas; returns (X, y, info)."""
+def _pandas():
     try:
         import pandas as pd
     except ImportError as exc:  # pragma: no cover - pandas is a dependency
-        raise ImportError("reading CSV files needs pandas: pip install pandas") from exc
-    lines = _csv_sample(path)
+        raise ImportError("reading tables needs pandas: pip install pandas") from exc
+    return pd
+
+
+def _read_parquet(path):
+    """A parquet file as ``(DataFrame, column names, info)`` (pandas with pyarrow)."""
+    pd = _pandas()
+    try:
+        df = pd.read_parquet(path)
+    except ImportError as exc:
+        raise ImportError(f"{path}: reading parquet files needs pyarrow: pip install "
+                          f"'ntnumba[parquet]' (or pyarrow) ({exc})") from None
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
+        raise
+    except (OSError, ValueError, TypeError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{path}: not a readable parquet file ({msg})") from None
+    names = [str(c) for c in df.columns]
+    info = {"format": "parquet", "header": True, "header_reason": None, "dropped": []}
+    if list(df.index.names) != [None] or not df.index.equals(pd.RangeIndex(len(df))):
+        shown = ", ".join(repr(str(n)) for n in df.index.names if n is not None) or "(unnamed)"
+        info["dropped"].append(f"the file's index {shown} (pandas index, not a column)")
+    return df.reset_index(drop=True), names, info
+
+
+def _read_table(path, *, compression, target_key, delimiter, header, index_col):
+    """Read a table (delimited text, maybe compressed, or parquet) with pandas; returns
+    ``(X, y, info)``."""
+    if compression == "parquet":
+        if delimiter is not None or header not in (None, "auto", True):
+            raise ValueError(f"{path}: delimiter and header are options of text tables; a "
+                             "parquet file has its columns and names")
+        df, names, info = _read_parquet(path)
+    else:
+        df, names, info = _read_delimited(path, compression, delimiter, header)
+    X, y, columns = _table_columns(path, df, names, info["header"], target_key, index_col)
+    dropped = info["dropped"] + columns.pop("dropped")
+    info.update(columns, dropped=dropped)
+    return X, y, info
+
+
+def _read_delimited(path, compression, delimiter, header):
+    """A delimited text table as ``(DataFrame, column names or positions, info)``: its
+    delimiter, header and decimal separator detected unless given."""
+    pd = _pandas()
+    lines = csv_sample(path, compression=compression)
     if not lines:
         raise ValueError(f"{path}: the file is empty")
     if delimiter is None:
-        delimiter = _sniff_delimiter(lines)
+        delimiter = sniff_delimiter(lines)
         sniffed = True
     else:
         if not isinstance(delimiter, str) or not delimiter:
@@ -796,13 +943,20 @@ def _read_csv(path, *, target_key, delimiter, header, index_col):
         first = first.lstrip("#").lstrip()
     cells = _split(first, delimiter)
     if header in (None, "auto"):
-        header = any(c and not _is_number(c) for c in cells)
-    elif not isinstance(header, (bool, np.bool_)):
+        if commented:   # a comment line is never data: names when it holds text
+            header = any(_is_text(c) for c in cells)
+            header_reason = ("detected: a '#' line of names" if header else
+                             "its first line, '#' and numbers, skipped")
+        else:
+            header, header_reason = _header_by_types(cells, lines[1:], delimiter)
+    elif isinstance(header, (bool, np.bool_)):
+        header_reason = "as asked"
+    else:
         raise ValueError(f"header: expected 'auto', True or False, got {header!r}")
     body = lines[1:] if header else lines
     decimal = "." if delimiter != ";" or not any(
         re.search(r"\d,\d", line) for line in body) else ","
-    kw = dict(header=None, skip_blank_lines=True, decimal=decimal,
+    kw = dict(header=None, skip_blank_lines=True, decimal=decimal, compression=compression,
               skiprows=1 if (header or commented) else 0, comment=None)
     if delimiter == "whitespace":
         kw.update(sep=r"\s+", engine="python")
@@ -810,6 +964,11 @@ def _read_csv(path, *, target_key, delimiter, header, index_col):
         kw.update(sep=delimiter, skipinitialspace=True)
     try:
         df = pd.read_csv(path, **kw)
+    except (OSError, EOFError, lzma.LZMAError, zipfile.BadZipFile) as exc:
+        if compression is None:
+            raise
+        raise ValueError(f"{path}: not a readable {compression}-compressed file "
+                         f"({type(exc).__name__}: {exc})") from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         shown = "whitespace" if delimiter == "whitespace" else repr(delimiter)
@@ -822,15 +981,79 @@ def _read_csv(path, *, target_key, delimiter, header, index_col):
         names = list(cells)
     else:
         names = list(range(df.shape[1]))
+    info = {"format": "text" if compression is None else f"text, {compression}-compressed",
+            "delimiter": "whitespace" if delimiter == "whitespace" else delimiter,
+            "delimiter_sniffed": sniffed, "header": bool(header),
+            "header_reason": header_reason, "decimal": decimal, "dropped": []}
+    return df, names, info
+
+
+def _non_numeric(frame):
+    """``[(position, a value that is not a number)]`` of the columns of the DataFrame ``frame``
+    that do not convert to float64 (text, categories of text, dates ...)."""
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+    bad = []
+    for i in range(frame.shape[1]):
+        col = frame.iloc[:, i]
+        if is_numeric_dtype(col) or is_bool_dtype(col):
+            continue
+        try:
+            col.to_numpy(dtype=np.float64)
+        except (TypeError, ValueError):
+            bad.append((i, next((v for v in col if not _is_float(v)), None)))
+    return bad
+
+
+def _is_float(value):
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _text_column_error(where, names, bad, fix):
+    """The ValueError refusing the columns ``bad`` (of :func:`_non_numeric`, ``names`` their
+    names): the first one, one of its values, the others, and ``fix(name)`` of the first."""
+    i, value = bad[0]
+    others = ", ".join(repr(names[j]) for j, _ in bad[1:6]) + (", ..." if len(bad) > 6 else "")
+    more = f"; {len(bad) - 1} more such column(s): {others}" if len(bad) > 1 else ""
+    return ValueError(f"{where}column {names[i]!r} is not numeric (e.g. {value!r}{more}). "
+                      f"{fix(names[i])}")
+
+
+def non_numeric_frame_error(X, name="X"):
+    """For a pandas DataFrame ``X`` with columns that are not numbers, the ValueError naming
+    the first such column and the fixes; None for anything else (the caller's message
+    stands)."""
+    if not (hasattr(X, "iloc") and hasattr(X, "columns") and getattr(X, "ndim", 0) == 2):
+        return None
+    bad = _non_numeric(X)
+    if not bad:
+        return None
+    return _text_column_error(f"{name}: ", list(X.columns), bad, lambda k: (
+        f"Drop it ({name}.drop(columns=[{k!r}])), encode it as numbers "
+        f"(pandas.get_dummies({name}, columns=[{k!r}]) or sklearn's OneHotEncoder), or, if it "
+        f"holds the labels, take it out of {name}: it is the target of an evaluation "
+        f"(ntnumba.metrics.evaluate({name}[{k!r}], model.labels_)), not a feature"))
+
+
+def _table_columns(path, df, names, header, target_key, index_col):
+    """The features, the labels and what was dropped of a table ``df`` whose columns are
+    ``names`` (names when ``header``, else positions): ``(X, y, info)``."""
+    pd = _pandas()
     drop = []
-    index_name = None
+    index_name = index_reason = None
     if index_col is None:         # pandas' to_csv(): an unnamed first column of 0, 1, 2, ...
         if header and names and names[0] == "" and df.shape[1] > 1:
             drop.append(0)
+            index_reason = "an unnamed first column, as pandas' to_csv writes the index"
     elif index_col is not False:
         drop.append(_pick_csv_column(names, index_col, "index_col"))
+        index_reason = "as asked"
     if drop:
-        index_name = names[drop[0]] if names[drop[0]] != "" else "(unnamed)"
+        index_name = "(unnamed)" if names[drop[0]] == "" else (
+            repr(names[drop[0]]) if header else str(names[drop[0]]))
     label_pos = None
     if target_key is None:
         if header:
@@ -850,30 +1073,20 @@ def _read_csv(path, *, target_key, delimiter, header, index_col):
     if not keep:
         raise ValueError(f"{path}: no feature columns left (the file has {df.shape[1]} columns)")
     data = df.iloc[:, keep]
-    bad = [i for i, c in zip(keep, data.columns) if not (
-        pd.api.types.is_numeric_dtype(data[c]) or pd.api.types.is_bool_dtype(data[c]))]
+    bad = _non_numeric(data)
     if bad:
-        i = bad[0]
-        col = df.iloc[:, i]
-        value = next(v for v in col if not (isinstance(v, (int, float)) or _is_number(str(v))))
-        where = f"column {names[i]!r}" if header else f"column {i}"
-        raise ValueError(
-            f"{path}: {where} is not numeric (e.g. {value!r}"
-            + (f"; {len(bad) - 1} more such column(s)" if len(bad) > 1 else "")
-            + "). If it holds the labels pass target_key="
-            + (f"{names[i]!r}" if header else f"{i}") + " (--target-key "
-            + (f"{names[i]}" if header else f"{i}") + "); if it is an index or id, index_col"
-            " (--index-col); otherwise convert it to numbers first")
-    X = data.to_numpy(dtype=np.float64)
+        raise _text_column_error(f"{path}: ", [names[i] for i in keep], bad, lambda k: (
+            f"If it holds the labels, pass target_key={k!r} (--target-key {k}); to drop it (an "
+            f"index or id), index_col={k!r} (--index-col {k}); otherwise encode it as numbers "
+            "(e.g. pandas.get_dummies or sklearn's OrdinalEncoder) and save the table again"))
+    X = data.to_numpy(dtype=np.float64, na_value=np.nan)
     y = None
     if label_pos is not None:
         col = df.iloc[:, label_pos]
         y = col.to_numpy() if pd.api.types.is_numeric_dtype(col) else \
             col.astype(str).to_numpy().astype(str)
     label_name = names[label_pos] if label_pos is not None else None
-    info = {"delimiter": "whitespace" if delimiter == "whitespace" else delimiter,
-            "delimiter_sniffed": sniffed, "header": bool(header), "decimal": decimal,
-            "index_column": index_name,
+    info = {"index_column": index_name, "index_reason": index_reason, "dropped": [],
             "feature_names": [str(names[i]) for i in keep] if header else None,
             "label_source": None if label_pos is None else (
                 f"column {label_name!r}" if header else f"column {label_pos}")}
@@ -888,14 +1101,20 @@ def _describe(info, n, N, y):
     else:
         text += f"labels from {info['label_source']} ({np.unique(y).size} classes)"
     how = []
+    if info.get("format", "text") != "text":
+        how.append(info["format"])
     if "delimiter" in info:
         d = info["delimiter"]
         shown = {"\t": "tab", "whitespace": "whitespace"}.get(d, repr(d))
-        how.append(("header row" if info["header"] else "no header row")
+        reason = f" ({info['header_reason']})" if info.get("header_reason") else ""
+        how.append(("header row" if info["header"] else "no header row") + reason
                    + f", delimiter {shown}" + (" (detected)" if info["delimiter_sniffed"] else "")
                    + (", decimal comma" if info["decimal"] == "," else ""))
-        if info["index_column"] is not None:
-            how.append(f"index column {info['index_column']} dropped")
+    if "data_key" in info:
+        how.append(f"data from key {info['data_key']!r}")
+    if info.get("index_column") is not None:
+        how.append(f"index column {info['index_column']} dropped ({info['index_reason']})")
+    how.extend(f"dropped {d}" for d in info.get("dropped", ()))
     return text + (f"; {'; '.join(how)}" if how else "")
 
 
@@ -921,15 +1140,19 @@ def _tidy_labels(y):
 
 def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, target_key=None,
               delimiter=None, header="auto", index_col=None, return_info=False):
-    """Load a data matrix (and labels) from a .mat, .npz, .npy or .csv/.tsv/.txt file.
+    """Load a data matrix (and labels) from a .mat, .npz, .npy, .csv/.tsv/.txt or .parquet file.
 
     Parameters
     ----------
     path : str or path-like
         The file; its extension (case-insensitive) selects the reader: ``.mat`` (MATLAB v4-v7.2,
         ``scipy.io.loadmat``; v7.3/HDF5 is not supported), ``.npz``, ``.npy`` (one array, no
-        labels) or ``.csv``/``.tsv``/``.txt`` (a delimited table read with pandas: header row,
-        delimiter, index column and label column detected as described below).
+        labels), ``.csv``/``.tsv``/``.txt`` (a delimited table read with pandas: header row,
+        delimiter, index column and label column detected as described below), the same
+        compressed (``.csv.gz``, ``.csv.bz2``, ``.csv.xz``, ``.csv.zip`` holding one file), or
+        ``.parquet``/``.pq`` (read with pandas and pyarrow, ``pip install
+        'ntnumba[parquet]'``; its column names are the header, ``delimiter`` and ``header``
+        do not apply).
     image_shape : tuple of int (h, w), optional
         Shape of one image when the data are flat rows of ``h * w`` pixels; ``h * w`` must equal
         the number of features. For a 3-D stack it is read from the stack (if given it must
@@ -960,9 +1183,14 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
         often on every one of the first 200 lines, else whitespace, else one column. With
         ``;`` and numbers such as ``1,5`` the decimal separator is the comma.
     header : {"auto", True, False}, default "auto"
-        Tables only: whether the first line holds column names. ``"auto"``: when one of its
-        fields is not a number. A first line starting with ``#`` (``numpy.savetxt``) is read as
-        a header with the ``#`` removed, or skipped when it holds numbers.
+        Tables only: whether the first line holds column names. ``"auto"``: by types, as
+        ``csv.Sniffer.has_header`` decides: the first line is a header when one of its fields
+        is text above a column whose fields on the (first 200) lines below are all numbers
+        (missing values aside). A first line of the same types as the lines below, such as
+        ``5.1,3.5,1.4,0.2,setosa`` in a headerless iris table, is data. Only when no column
+        below holds numbers does a text field alone make it a header. A first line starting
+        with ``#`` (``numpy.savetxt``) is read as a header with the ``#`` removed, or skipped
+        when it holds numbers.
     index_col : str, int or False, optional
         Tables only: a column to drop (row names or numbers). Default: the first column when
         its header name is empty, as ``pandas.DataFrame.to_csv`` writes the index; ``False``:
@@ -971,7 +1199,9 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
         Also return a dict saying what was read: ``"description"`` (one line, e.g.
         ``"150 samples x 4 features, labels from column 'target' (3 classes)"``),
         ``"label_source"``, ``"feature_names"`` (tables with a header, else None) and, for
-        tables, ``"delimiter"``, ``"header"``, ``"index_column"``.
+        tables, ``"format"`` (``"text"``, ``"text, gzip-compressed"``, ``"parquet"`` ...),
+        ``"header"``, ``"index_column"``, ``"dropped"`` (what else was not read, and why) and,
+        for text tables, ``"delimiter"``.
 
     Returns
     -------
@@ -1019,16 +1249,13 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
     >>> X.tolist(), y.tolist()
     ([[1.5, 2.0], [2.5, 4.0], [3.0, 6.0]], ['cat', 'dog', 'cat'])
     >>> print(info["description"])  # doctest: +NORMALIZE_WHITESPACE
-    3 samples x 2 features, labels from column 'species' (2 classes); header row,
-    delimiter ';' (detected), decimal comma
+    3 samples x 2 features, labels from column 'species' (2 classes); header row (detected:
+    text 'width' above numbers), delimiter ';' (detected), decimal comma
     """
     path = Path(os.fspath(path))
-    ext = path.suffix.lower()
-    if ext not in _EXTENSIONS:
-        raise ValueError(
-            f"unknown file extension {path.suffix!r} for {path}; "
-            f"supported: {', '.join(_EXTENSIONS)}"
-        )
+    ext, compression = _file_kind(path)
+    if ext in _PARQUET:
+        ext, compression = ".csv", "parquet"     # a table, read by pandas
     if not path.is_file():
         raise FileNotFoundError(f"data file not found: {path}")
     if order not in ("C", "F"):
@@ -1057,6 +1284,11 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
             "" if target_key else " (auto-detected; target_key=False ignores it)"
         )
         info["label_source"] = label_name
+        info["data_key"] = dkey
+        unused = [repr(k) for k in sorted(arrays) if k not in (dkey, tkey)]
+        if unused:
+            info["dropped"] = [f"key(s) {', '.join(unused[:8])}{', ...' if len(unused) > 8 else ''}"
+                               " (neither the data nor the labels)"]
         _check_values(data, f"{path}: {dkey!r}")
     else:
         if data_key is not None:
@@ -1064,10 +1296,8 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
         if ext == ".npy":
             if target_key not in (None, False):
                 raise ValueError("target_key is not used for .npy files (they hold one array)")
-            try:
+            with _damaged(path, ".npy file of numbers"):
                 data = np.load(path, allow_pickle=False)
-            except ValueError as exc:
-                raise ValueError(f"{path}: not a readable .npy file of numbers ({exc})") from None
             _check_values(data, str(path))
             if data.ndim not in (2, 3):
                 raise ValueError(
@@ -1075,8 +1305,9 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
                     f"shape {data.shape}"
                 )
         else:  # a table
-            data, y, table = _read_csv(path, target_key=target_key, delimiter=delimiter,
-                                       header=header, index_col=index_col)
+            data, y, table = _read_table(path, compression=compression,
+                                         target_key=target_key, delimiter=delimiter,
+                                         header=header, index_col=index_col)
             info.update(table)
             label_name = info["label_source"]
 

@@ -193,7 +193,9 @@ def test_fit_reads_a_users_table(blobs):
               cwd=blobs)
     assert res.returncode == 0, res.stderr
     assert ("read t.csv: 30 samples x 6 features, labels from column 'target' (3 classes); "
-            "header row, delimiter ';' (detected); index column (unnamed) dropped") in res.stderr
+            "header row (detected: text 'f0' above numbers), delimiter ';' (detected); "
+            "index column (unnamed) dropped (an unnamed first column, as pandas' to_csv "
+            "writes the index)") in res.stderr
     assert "against the labels in t.csv: CA 1.000" in res.stdout
     model = ntnumba.load(blobs / "t.npz")
     assert model.n_features_in_ == 6
@@ -288,6 +290,10 @@ def test_errors_in_subprocess(blobs, args, message):
     (["fit", "blobs.npz", "-k", "3", "-o", "m", "--resize", "3"], 2, "expected HxW"),
     (["fit", "blobs.npz", "-k", "3", "-o", "m", "--lambda0", "-1"], 2, "must be a finite"),
     (["fit", "blobs.npz", "-k", "3", "-o", "/no/such/folder/m"], 1, "does not exist"),
+    (["fit", "damaged.mat", "-k", "3", "-o", "m"], 1,
+     "damaged.mat: not a readable MATLAB .mat file (truncated or corrupted: "),
+    (["fit", "truncated.npz", "-k", "3", "-o", "m"], 1,
+     "truncated.npz: not a readable .npz archive (truncated or corrupted: BadZipFile"),
     (["fit", "blobs.npz", "-k", "3", "-o", "m", "--labels", "m.txt"], 1,
      "unsupported extension"),
     (["fit", "blobs.npz", "-k", "3", "-o", "m", "--n-components", "3"], 1,
@@ -336,11 +342,33 @@ def test_errors_are_one_line(blobs, capsys, monkeypatch, args, code, message):
     (blobs / "short.csv").write_text("0\n1\n")
     np.savez(blobs / "X.npz", X=np.ones((30, 2)))
     np.save(blobs / "complex.npy", np.ones((30, 2)) + 1j)
+    (blobs / "damaged.mat").write_bytes(b"MATLAB 5.0 MAT-file" + bytes(120) + b"garbage" * 20)
     assert cli.main(args) == code
     err = capsys.readouterr().err
     lines = [ln for ln in err.strip().splitlines() if not ln.startswith(("fitting on", "read "))]
     assert len(lines) == 1 and message in lines[0], err
     assert lines[0].startswith((f"ntnumba {args[0]}: error: ", "ntnumba: error: "))
+
+
+def test_an_unwritable_output_folder_is_found_before_reading_the_data(
+        blobs, capsys, monkeypatch):
+    """/proc takes no new file, even from root (whom os.access lets write anywhere): fit and
+    predict say so before reading any data or fitting."""
+    if not os.path.isdir("/proc/self") or os.access("/proc", os.W_OK) is False:
+        pytest.skip("needs /proc, a folder that takes no file but passes os.access")
+    monkeypatch.chdir(blobs)
+
+    def read(*args, **kwargs):
+        raise AssertionError("the data were read before the output was checked")
+
+    monkeypatch.setattr(cli, "_load_data", read)
+    for args in (["fit", "X.npy", "-k", "3", "-o", "/proc/m"],
+                 ["fit", "X.npy", "-k", "3", "-o", "m", "--labels", "/proc/labels.csv"],
+                 ["predict", "m.npz", "X.npy", "-o", "/proc/labels.csv"]):
+        assert cli.main(args) == 1
+        err = capsys.readouterr().err
+        assert re.fullmatch(r"ntnumba (fit|predict): error: (--out|--labels): /proc/\S+: cannot "
+                            r"write in folder /proc \(.+\); choose another output path\n", err)
 
 
 def test_fit_partition_flags_map_to_the_estimator():

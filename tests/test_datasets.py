@@ -1,5 +1,6 @@
 """Tests of ntnumba.datasets: loaders (real and synthetic data folders), resampling, load_file."""
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -534,8 +535,11 @@ def table():
 
 
 @pytest.mark.parametrize("write, kwargs, how", [
-    (lambda df, p: df.to_csv(p, index=False), {}, "header row, delimiter ',' (detected)"),
-    (lambda df, p: df.to_csv(p), {}, "index column (unnamed) dropped"),          # index column
+    (lambda df, p: df.to_csv(p, index=False), {},
+     "header row (detected: text 'sepal length' above numbers), delimiter ',' (detected)"),
+    (lambda df, p: df.to_csv(p), {},                                            # index column
+     "index column (unnamed) dropped (an unnamed first column, as pandas' to_csv writes the "
+     "index)"),
     (lambda df, p: df.to_csv(p, sep=";", index=False), {}, "delimiter ';'"),
     (lambda df, p: df.to_csv(p, sep="\t", index=False), {}, "delimiter tab"),
     (lambda df, p: df.to_csv(p, sep=";", decimal=",", index=False), {}, "decimal comma"),
@@ -560,8 +564,12 @@ def test_load_file_table_label_choices(tmp_path, table):
     p = tmp_path / "t.csv"
     df.assign(species=names, id=np.arange(9)).to_csv(p, index=False)
     with pytest.raises(ValueError, match=r"column 'species' is not numeric \(e\.g\. 'setosa'\)"
-                                         r".*target_key='species'"):
+                                         r"\. If it holds the labels, pass target_key='species' "
+                                         r"\(--target-key species\); to drop it .*index_col="
+                                         r"'species' \(--index-col species\); otherwise encode"):
         load_file(p)                                  # a text column is never a feature
+    Xr, y, info = load_file(p, target_key="species", index_col="id", return_info=True)
+    assert info["description"].endswith("index column 'id' dropped (as asked)")
     for key in ("species", 4, -2, "SPECIES"):
         Xr, y = load_file(p, target_key=key, index_col="id")
         np.testing.assert_array_equal(Xr, X)
@@ -616,3 +624,100 @@ def test_load_file_bool_and_complex(tmp_path):
     np.savez(tmp_path / "c.npz", X=np.ones((3, 2)) + 1j, y=[0, 1, 0])
     with pytest.raises(ValueError, match="complex data"):
         load_file(tmp_path / "c.npz")
+
+
+def test_load_file_header_is_detected_by_types(tmp_path, table):
+    """A headerless table whose last column holds text labels keeps its first row: the first
+    line is a header only when its types differ from the lines below (text above numbers)."""
+    pd, df, X, names = table
+    p = tmp_path / "iris.csv"
+    df.assign(species=names).to_csv(p, header=False, index=False)
+    Xr, y, info = load_file(p, target_key="last", return_info=True)
+    np.testing.assert_array_equal(Xr, X)
+    np.testing.assert_array_equal(y, names)
+    assert info["header"] is False and info["feature_names"] is None
+    assert "no header row (detected: the first line has the types of the lines below)" in (
+        info["description"])
+    df.assign(species=names).to_csv(p, index=False)      # the same table with its names
+    Xr, y, info = load_file(p, target_key="last", return_info=True)
+    np.testing.assert_array_equal(Xr, X)
+    assert "header row (detected: text 'sepal length' above numbers)" in info["description"]
+    # a text id first, a missing value in the first row: still data
+    rows = [f"id{i},{'NA' if i == 0 else X[i, 0]},{X[i, 1]}" for i in range(9)]
+    p.write_text("\n".join(rows) + "\n")
+    Xr, y = load_file(p, target_key=0)
+    assert Xr.shape == (9, 2) and np.isnan(Xr[0, 0]) and y.tolist()[0] == "id0"
+    Xr, y, info = load_file(p, target_key=0, header=True, return_info=True)
+    assert Xr.shape == (8, 2) and "header row (as asked)" in info["description"]
+
+
+@pytest.mark.parametrize("suffix, compression", [
+    (".csv.gz", "gzip"), (".csv.bz2", "bz2"), (".csv.xz", "xz"), (".csv.zip", "zip"),
+    (".TSV.GZ", "gzip")])
+def test_load_file_compressed_tables(tmp_path, table, suffix, compression):
+    pd, df, X, names = table
+    p = tmp_path / f"t{suffix}"
+    sep = "\t" if ".tsv" in suffix.lower() else ","
+    df.assign(target=names).to_csv(p, sep=sep, index=False, compression=compression)
+    Xr, y, info = load_file(p, return_info=True)
+    np.testing.assert_array_equal(Xr, X)
+    np.testing.assert_array_equal(y, names)
+    assert f"; text, {compression}-compressed; header row" in info["description"]
+    p.write_bytes(p.read_bytes()[:20])                  # truncated: an error naming the file
+    with pytest.raises(ValueError, match=rf"{re.escape(str(p))}: not a readable"):
+        load_file(p)
+
+
+def test_load_file_compressed_errors(tmp_path, table):
+    pd, df, X, names = table
+    (tmp_path / "x.gz").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"unknown file extension '\.gz'.*\.csv\.gz"):
+        load_file(tmp_path / "x.gz")
+    p = tmp_path / "two.csv.zip"
+    import zipfile
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("a.csv", "a,b\n1,2\n")
+        z.writestr("b.csv", "a,b\n1,2\n")
+    with pytest.raises(ValueError, match="must hold exactly one file, it holds 2"):
+        load_file(p)
+
+
+def test_load_file_parquet(tmp_path, table):
+    pd, df, X, names = table
+    pytest.importorskip("pyarrow")
+    p = tmp_path / "t.parquet"
+    df.assign(target=names).to_parquet(p)
+    Xr, y, info = load_file(p, return_info=True)
+    np.testing.assert_array_equal(Xr, X)
+    np.testing.assert_array_equal(y, names)
+    assert info["feature_names"] == list(df.columns)
+    assert info["description"] == ("9 samples x 4 features, labels from column 'target' "
+                                   "(3 classes); parquet")
+    df.assign(target=names, id=np.arange(9) + 100).set_index("id").to_parquet(p)
+    Xr, y, info = load_file(p, return_info=True)
+    np.testing.assert_array_equal(Xr, X)
+    assert "dropped the file's index 'id'" in info["description"]
+    Xr, y = load_file(p, target_key="sepal width", index_col="target")
+    np.testing.assert_array_equal(y, X[:, 1])
+    np.testing.assert_array_equal(Xr, X[:, [0, 2, 3]])
+    with pytest.raises(ValueError, match="column 'target' is not numeric"):
+        load_file(p, target_key=False)
+    with pytest.raises(ValueError, match="delimiter and header are options of text tables"):
+        load_file(p, delimiter=";")
+    p.write_bytes(b"PAR1 not really")
+    with pytest.raises(ValueError, match=rf"{re.escape(str(p))}: not a readable parquet file"):
+        load_file(p)
+
+
+def test_load_file_says_what_was_not_read(tmp_path, toy):
+    images, labels = toy
+    p = tmp_path / "m.npz"
+    np.savez(p, fea=images.reshape(6, -1), gnd=labels, meta=np.arange(3), names=np.array(["a"]))
+    X, y, info = load_file(p, return_info=True)
+    assert info["description"].endswith(
+        "; data from key 'fea'; dropped key(s) 'meta', 'names' (neither the data nor the labels)")
+    q = tmp_path / "n.csv"
+    np.savetxt(q, np.c_[images.reshape(6, -1), labels], delimiter=",", header="1,2")
+    X, y, info = load_file(q, target_key="last", return_info=True)
+    assert X.shape == (6, 24)
+    assert "no header row (its first line, '#' and numbers, skipped)" in info["description"]

@@ -421,7 +421,7 @@ def test_graph_progress_and_memory_check(capsys, monkeypatch):
     assert "graph:" in err and "r = 2: eigensolver" in err
     G.graph_partition(X, 4, n_shared=[0, 2], random_state=0)
     assert capsys.readouterr().err == ""
-    monkeypatch.setattr(G, "_available_memory", lambda: 1000)
+    monkeypatch.setattr(G, "available_memory", lambda: 1000)
     with pytest.raises(MemoryError, match="k-NN graph needs about"):
         G.graph_partition(X, 4, random_state=0)
 
@@ -445,7 +445,7 @@ def test_memory_warning_points_at_the_users_call(call, monkeypatch, memory_trace
             getattr(model, call)(X)
 
     estimates = memory_trace(run)[1]
-    monkeypatch.setattr(G, "_available_memory", lambda: int(1.5 * max(estimates)))
+    monkeypatch.setattr(G, "available_memory", lambda: int(1.5 * max(estimates)))
     with pytest.warns(MemoryUsageWarning, match="k-NN graph needs about") as record:
         run()
     assert {w.filename for w in record if w.category is MemoryUsageWarning} == {__file__}
@@ -460,7 +460,7 @@ def test_memory_warning_is_shown_by_the_default_filters(tmp_path):
 
     script = tmp_path / "fit_near_the_limit.py"
     script.write_text("from ntnumba.partition import graph as _graph\n"
-                      "_graph._available_memory = lambda: 3 * 2**30\n"
+                      "_graph.available_memory = lambda: 3 * 2**30\n"
                       "_graph.check_memory(2 * 2**30, 'the k-NN graph')\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,

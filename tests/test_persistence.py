@@ -137,7 +137,7 @@ def test_interrupted_save_keeps_the_old_file(model, tmp_path, monkeypatch):
     before = Path(path).read_bytes()
 
     def broken(file, **arrays):  # writes half a file, then fails
-        Path(file).write_bytes(before[:100])
+        file.write(before[:100])
         raise KeyboardInterrupt
 
     monkeypatch.setattr(_persistence.np, "savez_compressed", broken)
@@ -145,6 +145,73 @@ def test_interrupted_save_keeps_the_old_file(model, tmp_path, monkeypatch):
         model.save(path)
     assert Path(path).read_bytes() == before
     assert os.listdir(tmp_path) == ["m.npz"]
+
+
+def test_save_keeps_the_mode_of_an_existing_file_and_uses_the_umask_for_a_new_one(
+        model, tmp_path):
+    import stat
+    path = model.save(tmp_path / "m.npz")
+    os.chmod(path, 0o600)                   # the file holds the scaled training rows
+    model.save(path)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    os.chmod(path, 0o640)
+    model.save(path)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
+    old = os.umask(0o027)
+    try:
+        new = model.save(tmp_path / "new.npz")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(new).st_mode) == 0o640
+    assert sorted(os.listdir(tmp_path)) == ["m.npz", "new.npz"]
+
+
+def test_save_writes_through_a_symbolic_link(model, X, tmp_path):
+    (tmp_path / "models").mkdir()
+    target = tmp_path / "models" / "v1.npz"
+    target.write_bytes(b"an older model")
+    os.chmod(target, 0o600)
+    link = tmp_path / "current.npz"
+    link.symlink_to(os.path.join("models", "v1.npz"))
+    assert model.save(link) == str(link)
+    assert link.is_symlink() and os.readlink(link) == os.path.join("models", "v1.npz")
+    assert (target.stat().st_mode & 0o777) == 0o600
+    np.testing.assert_array_equal(ntnumba.load(target).predict(X), model.predict(X))
+    assert sorted(os.listdir(tmp_path / "models")) == ["v1.npz"]
+    dangling = tmp_path / "next.npz"          # a link to a file still to be written
+    dangling.symlink_to(tmp_path / "models" / "v2.npz")
+    model.save(dangling)
+    assert dangling.is_symlink() and (tmp_path / "models" / "v2.npz").is_file()
+
+
+def test_save_syncs_the_file_and_the_folder(model, tmp_path, monkeypatch):
+    import stat
+    synced = []
+    fsync = os.fsync
+
+    def record(fd):
+        synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", record)
+    model.save(tmp_path / "m.npz")
+    assert synced == [False, True]      # the temporary file before the rename, the folder after
+
+
+def test_save_removes_stale_temporary_files_of_killed_saves(model, tmp_path):
+    """A save killed by SIGKILL leaves its hidden temporary file: the next save into the
+    folder removes those of its own pattern untouched for an hour, nothing else."""
+    import time
+    names = {"stale": ".m.npz.4242-0123abcd.tmp.npz", "recent": ".m.npz.4243-89abcdef.tmp.npz",
+             "other": ".m.npz.tmp.npz", "mine": "notes.4242-0123abcd.tmp.npz.txt"}
+    for name in names.values():
+        (tmp_path / name).write_bytes(b"partial")
+    hour_ago = time.time() - 3700
+    for key in ("stale", "other", "mine"):
+        os.utime(tmp_path / names[key], (hour_ago, hour_ago))
+    model.save(tmp_path / "m.npz")
+    left = set(os.listdir(tmp_path))
+    assert left == {"m.npz", names["recent"], names["other"], names["mine"]}
 
 
 def test_loaded_model_warm_starts(model, X, tmp_path):
@@ -492,8 +559,105 @@ def test_huge_declared_shapes_are_refused_before_allocation(saved, tmp_path, key
     descr = "<i8" if key == "labels_" else "<f8"
     path = _craft(saved, tmp_path / "huge.npz",
                   **{key: _npy_bytes(descr=descr, shape=shape, data=bytes(4096))})
-    with pytest.raises(ValueError, match=f"{key}.*(has shape|declares)"):
+    with pytest.raises(ValueError, match=rf"{key}.*(has shape|declares)|n_iter_ is \d+ with "
+                                         rf"{shape[0]} objective values"):
         ntnumba.load(path)
+
+
+def test_the_entries_are_bounded_before_they_are_read(saved, model, tmp_path, monkeypatch):
+    """The per-sample entries repeat the n of labels_, and the bytes the entries declare in
+    all stay within half the available memory: a 32 MiB labels_ of zeros (32 kB compressed)
+    is refused from its header when only 16 MiB are available, before any allocation."""
+    import time
+    import tracemalloc
+    n = model.labels_.size
+    path = _craft(saved, tmp_path / "scores.npz",
+                  outlier_scores_=_npy_bytes(np.zeros(n + 1)))
+    with pytest.raises(ValueError, match=rf"outlier_scores_ has shape \({n + 1},\), "
+                                         rf"expected \({n},\)"):
+        ntnumba.load(path)
+    big = 1 << 22
+    path = _craft(saved, tmp_path / "big.npz", labels_=_npy_bytes(np.zeros(big, np.int64)),
+                  similarity_labels_=_npy_bytes(np.zeros(big, np.int64)))
+    assert os.path.getsize(path) < 1 << 20
+    monkeypatch.setattr("ntnumba.partition.graph.available_memory", lambda: 16 << 20)
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(ValueError, match=rf"path: {re.escape(str(path))}: entry "
+                                             r"'(similarity_)?labels_' declares \d+ bytes .* "
+                                             r"more than half of the 16777216 bytes of memory "
+                                             r"available: not loaded"):
+            ntnumba.load(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 << 20 and time.perf_counter() - t0 < 5, peak
+    monkeypatch.setattr("ntnumba.partition.graph.available_memory", lambda: 1 << 30)
+    assert ntnumba.load(saved).labels_.size == n   # a model within the budget loads
+
+
+def _load_in_thread(path, timeout):
+    """``ntnumba.load(path)`` in a daemon thread: ``(finished, exception)`` after at most
+    ``timeout`` seconds (a blocked load is left behind, never waited for)."""
+    import threading
+    out = {}
+
+    def target():
+        try:
+            ntnumba.load(path)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            out["exc"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(timeout)
+    return not t.is_alive(), out.get("exc")
+
+
+def test_devices_and_fifos_are_refused_at_once(tmp_path):
+    if not hasattr(os, "mkfifo") or not os.path.exists("/dev/null"):
+        pytest.skip("needs POSIX FIFOs and /dev/null")
+    done, exc = _load_in_thread("/dev/null", 10)
+    assert done and isinstance(exc, ValueError)
+    assert str(exc).startswith("path: /dev/null is a character device, not an ntnumba model "
+                               "file: pass the .npz file written by NTClustering.save")
+    fifo = tmp_path / "model.npz"
+    os.mkfifo(fifo)
+    try:
+        done, exc = _load_in_thread(fifo, 10)
+    finally:   # unblock a reader stuck in open() (none when the FIFO was refused)
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+    assert done, "load of a FIFO blocked"
+    assert isinstance(exc, ValueError) and f"{fifo} is a FIFO (named pipe)" in str(exc)
+
+
+@pytest.mark.slow
+def test_dev_zero_is_refused_at_once():
+    """``/dev/zero`` reads forever: refused from its type, in a subprocess limited to 2 GiB of
+    address space and 120 s (the reader before grew by 3 GB in 4.5 s)."""
+    import subprocess
+    import sys
+    if not os.path.exists("/dev/zero"):
+        pytest.skip("no /dev/zero")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ("import resource, time\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+            "import ntnumba\n"
+            "from ntnumba import NTClustering  # the imports, not the load, take time\n"
+            "t = time.perf_counter()\n"
+            "try:\n    ntnumba.load('/dev/zero')\n"
+            "except ValueError as exc:\n    print(f'{time.perf_counter() - t:.3f}', exc)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    elapsed, message = proc.stdout.strip().split(" ", 1)
+    assert message.startswith("path: /dev/zero is a character device, not an ntnumba model")
+    assert float(elapsed) < 1.0
 
 
 def test_declared_size_must_match_the_data(saved, tmp_path):

@@ -268,7 +268,7 @@ def test_refine_steps_check_their_memory(step, monkeypatch, memory_trace):
     run()  # compile
     peak, estimates, _ = memory_trace(run)
     assert estimates and peak <= max(estimates) <= 3 * peak + G.get_num_threads() * 4 * 800 ** 2
-    monkeypatch.setattr(G, "_available_memory", lambda: 1000)
+    monkeypatch.setattr(G, "available_memory", lambda: 1000)
     fix = "relabel=0" if step == "relabel" else "prototypes=False"
     with pytest.raises(MemoryError, match=f"{fix}.* needs about"):
         run()

@@ -52,6 +52,23 @@ def test_bad_input_names_the_argument(X, exc, match):
         NTClustering(3, **FAST).fit(X)
 
 
+def test_a_dataframe_with_text_columns_names_the_column_and_the_fix():
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(X0, columns=[f"f{i}" for i in range(6)])
+    text = df.assign(colour=np.array(["red", "blue"])[np.arange(40) % 2],
+                     kind=pd.Categorical(np.array(["a", "b"])[np.arange(40) % 2]))
+    fixes = (r"Drop it \(X\.drop\(columns=\['colour'\]\)\), encode it as numbers "
+             r"\(pandas\.get_dummies.*if it holds the labels, take it out of X")
+    with pytest.raises(ValueError, match=r"^X: column 'colour' is not numeric \(e\.g\. 'red'; "
+                                         r"1 more such column\(s\): 'kind'\)\. " + fixes):
+        NTClustering(3, **FAST).fit(text)
+    model = NTClustering(3, **FAST).fit(df)
+    with pytest.raises(ValueError, match=r"^X: column 'f5' is not numeric \(e\.g\. 'a'\)"):
+        model.predict(df.assign(f5=text["kind"]))
+    numeric = df.assign(f5=pd.Categorical(np.arange(40) % 2))   # categories of numbers: fine
+    assert NTClustering(3, **FAST).fit(numeric).labels_.shape == (40,)
+
+
 def test_wrong_number_of_features_at_predict():
     model = NTClustering(3, **FAST).fit(X0)
     for method in (model.predict, model.transform, model.score):
@@ -583,6 +600,90 @@ def test_a_failing_cache_save_keeps_the_kernel_and_warns_once(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert cache_b.load_overload("sig", None) is None   # a second fault: no new warning
+
+
+def test_a_damaged_cache_entry_is_compiled_again_with_one_warning(monkeypatch):
+    import pickle
+    import warnings
+    from ntnumba import _cache
+
+    class Cache:
+        _cache_path = "/numba/cache"
+        flushed = 0
+
+        def load_overload(self, sig, ctx):
+            raise pickle.UnpicklingError("pickle data was truncated")
+
+        def save_overload(self, sig, data):
+            pass
+
+        def flush(self):
+            type(self).flushed += 1
+
+    class Disp:
+        def __init__(self):
+            self._cache = Cache()
+
+    monkeypatch.setattr(_cache, "_STATE", {"warned": False, "damaged": False})
+    monkeypatch.setattr(_cache, "_GUARDED", [])
+    a, b = Disp(), Disp()
+    assert _cache._guard_one(a) and _cache._guard_one(b)
+    with pytest.warns(RuntimeWarning, match=r"numba's cache directory /numba/cache holds a "
+                                            r"damaged file \(UnpicklingError: pickle data was "
+                                            r"truncated\): .* compiled again") as rec:
+        assert a._cache.load_overload("sig", None) is None      # None: numba compiles
+    assert len(rec) == 1 and rec[0].filename == __file__
+    assert Cache.flushed == 1        # the index reset: the compilation is saved afresh
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert b._cache.load_overload("sig", None) is None   # a second one: no new warning
+    assert Cache.flushed == 2
+    assert type(a._cache).__name__ == "Cache"   # the cache stays on (not memory only)
+
+
+_DAMAGED_SCRIPT = r"""
+import json, warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    from ntnumba.kernels import solve_quartic
+    roots = solve_quartic([1.0, 0.0, -5.0, 0.0, 4.0]).tolist()
+print(json.dumps({"roots": roots, "warnings": [str(w.message) for w in caught
+                                               if "cache" in str(w.message)]}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damaged", ["nbc", "nbi"])
+def test_a_truncated_numba_cache_recompiles_and_is_rewritten(tmp_path, damaged):
+    """Truncated cache files in NUMBA_CACHE_DIR: the first process compiles again with one
+    warning naming the folder, and the next one loads the rewritten entries silently."""
+    import json
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"), NTNUMBA_CACHE="1",
+               PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+
+    def run():
+        proc = subprocess.run([sys.executable, "-c", _DAMAGED_SCRIPT], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        np.testing.assert_allclose(sorted(out["roots"]), [-2.0, -1.0, 1.0, 2.0], atol=1e-12)
+        return out["warnings"]
+
+    assert run() == []
+    files = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "numba-cache") for f in fs
+             if f.endswith("." + damaged)]
+    assert files
+    for f in files:
+        os.truncate(f, 30)
+    [warning] = run()
+    folder = os.path.dirname(files[0])
+    assert f"numba's cache directory {folder} holds a damaged file" in warning
+    assert run() == []
+    assert all(os.path.getsize(f) > 30 for f in files)
 
 
 @pytest.mark.parametrize("scale", [1e-160, 1.0, 1e160])

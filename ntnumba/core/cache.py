@@ -9,6 +9,12 @@ then live in memory only, as with ``NTNUMBA_CACHE=0``) with one ``RuntimeWarning
 directory, the error and the fix. A machine where numba finds no writable cache location at all
 gets the same warning once at import, instead of compiling every kernel again in every process
 without a word (~16-40 s).
+
+A damaged cache file (a truncated or corrupted ``.nbi``/``.nbc`` file, in the package's
+``__pycache__`` or ``NUMBA_CACHE_DIR``, made numba's loader raise ``UnpicklingError``,
+``EOFError`` ... out of every ``fit``) is compiled again instead: the kernel's cache index is
+reset (numba's ``Cache.flush``), so the fresh compilation is saved over the damaged entry, with
+one ``RuntimeWarning`` per process that names the cache folder.
 """
 import threading
 import warnings
@@ -16,23 +22,48 @@ import warnings
 from .validation import user_stacklevel
 
 _LOCK = threading.Lock()
-_STATE = {"warned": False}
+_STATE = {"warned": False, "damaged": False}
 _GUARDED = []  # the dispatchers whose cache is guarded
+
+
+def _warn_once(kind, path, what):
+    """One RuntimeWarning per process and ``kind``: "ntnumba: numba's cache ... ``what``"."""
+    with _LOCK:
+        if _STATE[kind]:
+            return
+        _STATE[kind] = True
+    where = f"numba's cache directory {path}" if path else "numba's cache"
+    warnings.warn(f"ntnumba: {where} {what}", RuntimeWarning, stacklevel=user_stacklevel())
 
 
 def warn_unusable(path, reason):
     """One RuntimeWarning per process: the on-disk cache is not used, why, and the fix."""
-    with _LOCK:
-        if _STATE["warned"]:
-            return
-        _STATE["warned"] = True
-    where = f"numba's cache directory {path}" if path else "numba's cache"
-    warnings.warn(
-        f"ntnumba: {where} cannot be used ({reason}): the compiled kernels are kept in memory "
-        "for this process only, and every new process compiles them again (about 16-40 s). "
-        "Fix: free space there or point NUMBA_CACHE_DIR at a writable directory; "
-        "NTNUMBA_CACHE=0 turns the cache off without this warning.", RuntimeWarning,
-        stacklevel=user_stacklevel())
+    _warn_once("warned", path, (
+        f"cannot be used ({reason}): the compiled kernels are kept in memory for this process "
+        "only, and every new process compiles them again (about 16-40 s). Fix: free space "
+        "there or point NUMBA_CACHE_DIR at a writable directory; NTNUMBA_CACHE=0 turns the "
+        "cache off without this warning."))
+
+
+def warn_damaged(path, reason):
+    """One RuntimeWarning per process: a damaged cache file, compiled again and rewritten."""
+    _warn_once("damaged", path, (
+        f"holds a damaged file ({reason}): the kernels concerned are compiled again (about "
+        "16-40 s in all) and their cache entries rewritten. If this warning comes back in "
+        "every new process, delete that directory."))
+
+
+def _repair(exc, cache):
+    """A cache entry that cannot be loaded (truncated or corrupted file): reset the kernel's
+    index so that the compilation that follows is saved afresh, and say so once."""
+    flush = getattr(cache, "flush", None)
+    try:
+        if flush is not None:
+            flush()
+    except OSError as err:     # cannot even rewrite the index: memory only, as for a full disk
+        _disable(err, cache)
+        return
+    warn_damaged(getattr(cache, "_cache_path", None), f"{type(exc).__name__}: {exc}")
 
 
 def _disable(exc, cache):
@@ -64,6 +95,9 @@ def _guard_one(disp):
             return load(sig, target_context)
         except OSError as exc:  # unreadable cache: compile instead
             _disable(exc, cache)
+            return None
+        except Exception as exc:  # noqa: BLE001 - a damaged file (pickle, EOF ...): compile
+            _repair(exc, cache)
             return None
 
     cache.save_overload = save_overload

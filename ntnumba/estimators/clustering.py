@@ -563,6 +563,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                               ensure_all_finite=False, ensure_min_samples=1,
                               ensure_min_features=1, order="C")
         except (TypeError, ValueError) as exc:
+            from ..datasets import non_numeric_frame_error   # text columns: which, and fixes
+            frame_error = non_numeric_frame_error(X)
+            if frame_error is not None:
+                raise frame_error from None
             msg = str(exc)
             raise type(exc)(msg if msg.startswith("X:") else f"X: {msg}") from None
         check_finite(X, "X")

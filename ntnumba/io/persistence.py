@@ -51,15 +51,21 @@ and ignores keys it does not know (they are never decompressed); a file of a new
 ``format_version``, a version-1 file of ``assign="graph"`` and truncated, corrupted and foreign
 files are refused (``ValueError`` naming the file).
 
-A model file is untrusted input: the reader decompresses only the keys above, one at a time,
-after checking each entry's ``.npy`` header (a plain dtype, the shape the model's dimensions
-give, a size the compressed bytes can hold), then checks the values (finite, labels in range, a
-valid random state and near-copy factor). ``save`` writes to a temporary file in the
-destination folder and renames it, so an interrupted save never leaves a truncated model behind.
+A model file is untrusted input: only a regular file is opened (a device, FIFO or socket is
+refused from its type without blocking); the reader decompresses only the keys above, one at a
+time, after checking each entry's ``.npy`` header (a plain dtype, the shape the model's
+dimensions give, a size the compressed bytes can hold, in all at most half the available
+memory), then checks the values (finite, labels in range, a valid random state and near-copy
+factor). ``save`` writes a temporary file in the destination folder, syncs and renames it, keeps
+an existing file's permission bits and writes through a symbolic link; the full description is
+``docs/model_format.md``.
 """
+import contextlib
 import json
 import math
 import os
+import re
+import stat
 import struct
 import tokenize
 import uuid
@@ -206,24 +212,95 @@ def save_model(model, path):
     path = os.fspath(path)
     if not path.endswith(".npz"):
         path += ".npz"
-    # a hidden temporary file in the destination folder (same file system: the rename is
-    # atomic), created with the usual permissions
-    folder, base = os.path.split(os.path.abspath(path))
+    payload.update(format=np.array(FORMAT), format_version=np.array(FORMAT_VERSION),
+                   ntnumba_version=np.array(__version__), params=np.array(json.dumps(params)),
+                   n_iter_=np.array(model.n_iter_),
+                   n_features_in_=np.array(model.n_features_in_),
+                   scale_=np.array(float(model.scale_)))
+    _write_atomic(path, lambda f: np.savez_compressed(f, **payload))
+    return path
+
+
+# a temporary file of save: hidden, in the destination folder, ".<name>.<pid>-<8 hex>.tmp.npz"
+_TMP_PATTERN = re.compile(r"^\..+\.\d+-[0-9a-f]{8}\.tmp\.npz$")
+_STALE_SECONDS = 3600
+
+
+def _write_atomic(path, write):
+    """Write ``path`` through ``write(file)``: into a temporary file of the destination's folder,
+    synced to disk, then renamed over it (atomic), the folder synced too.
+
+    A symbolic link is written through: its target is replaced, the link kept. An existing
+    file keeps its permission bits (and, where allowed, its owner and group); a new one gets
+    the usual mode (0666 less the umask). The temporary file is removed on any exception,
+    KeyboardInterrupt included; a process killed outright (SIGKILL, power loss) leaves it
+    behind, so temporary files of this pattern untouched for an hour are removed by the next
+    save into that folder.
+    """
+    target = os.path.realpath(path)   # through symbolic links
+    folder, base = os.path.split(target)
+    try:
+        old = os.stat(target)
+    except FileNotFoundError:
+        old = None
+    _remove_stale(folder)
     tmp = os.path.join(folder, f".{base}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp.npz")
     try:
-        np.savez_compressed(tmp, format=np.array(FORMAT),
-                            format_version=np.array(FORMAT_VERSION),
-                            ntnumba_version=np.array(__version__),
-                            params=np.array(json.dumps(params)),
-                            n_iter_=np.array(model.n_iter_),
-                            n_features_in_=np.array(model.n_features_in_),
-                            scale_=np.array(float(model.scale_)), **payload)
-        os.replace(tmp, path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                     0o666)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        if old is not None:
+            _keep_mode(tmp, old)
+        os.replace(tmp, target)
     except BaseException:
-        if os.path.exists(tmp):
+        with contextlib.suppress(OSError):
             os.remove(tmp)
         raise
-    return path
+    _sync_folder(folder)
+
+
+def _keep_mode(tmp, old):
+    """The permission bits (and where allowed owner and group) of the replaced file."""
+    st = os.stat(tmp)
+    if (st.st_uid, st.st_gid) != (old.st_uid, old.st_gid) and hasattr(os, "chown"):
+        with contextlib.suppress(OSError):   # only root may give a file away
+            os.chown(tmp, old.st_uid, old.st_gid)
+    os.chmod(tmp, stat.S_IMODE(old.st_mode))
+
+
+def _sync_folder(folder):
+    """fsync the folder, so that the rename survives a crash (not possible on Windows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _remove_stale(folder):
+    """Remove save's temporary files in ``folder`` untouched for an hour (left by a killed
+    process); errors are ignored (another process may remove them first)."""
+    import time
+    now = time.time()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if not _TMP_PATTERN.match(entry.name):
+            continue
+        with contextlib.suppress(OSError):
+            if entry.is_file(follow_symlinks=False) and (
+                    now - entry.stat(follow_symlinks=False).st_mtime > _STALE_SECONDS):
+                os.remove(entry.path)
 
 
 # Bounds of the reader (a model file is untrusted input: nothing is allocated or decompressed
@@ -241,6 +318,43 @@ _READER_ERRORS = (ValueError, TypeError, ArithmeticError, LookupError, Attribute
                   tokenize.TokenError)  # numpy's .npy header parser on a damaged header
 
 
+def _memory_budget():
+    """Bytes a model file may declare in all: half the memory available (the reader may hold
+    an entry twice while converting it); None when unknown (no limit)."""
+    from ..partition.graph import available_memory
+    avail = available_memory()
+    return None if avail is None else avail // 2
+
+
+def _open_regular(path):
+    """``path`` opened for reading, after checking that it is a regular file: a device
+    (``/dev/zero`` reads forever), a FIFO (blocks until a writer comes) or a socket is refused
+    at once, before and (against a swap in between) after opening, without blocking."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"path: no such model file: {path}") from None
+    _check_regular(path, mode)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        _check_regular(path, os.fstat(fd).st_mode)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _check_regular(path, mode):
+    if stat.S_ISDIR(mode):
+        raise ValueError(f"path: {path} is a directory, not an ntnumba model file")
+    if not stat.S_ISREG(mode):
+        kind = ("a character device" if stat.S_ISCHR(mode) else "a block device"
+                if stat.S_ISBLK(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+        raise ValueError(f"path: {path} is {kind}, not an ntnumba model file: pass the .npz "
+                         "file written by NTClustering.save")
+
+
 class _Archive:
     """The entries of a model file, read one at a time and only on request.
 
@@ -250,13 +364,15 @@ class _Archive:
     decompresses it into a preallocated array.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, file):
         self.path = path
-        self.zip = zipfile.ZipFile(path)
+        self.zip = zipfile.ZipFile(file)
         self.infos = {}
         for info in self.zip.infolist():
             if info.filename.endswith(".npy"):
                 self.infos[info.filename[:-4]] = info
+        self.budget = _memory_budget()
+        self.declared = 0   # bytes declared by the entries read so far
 
     def close(self):
         self.zip.close()
@@ -313,6 +429,13 @@ class _Archive:
             self.fail(f"entry {key!r} declares {nbytes} bytes of data (shape {declared}) "
                       f"in {info.compress_size} compressed bytes ({info.file_size} declared "
                       "by the archive)")
+        self.declared += nbytes
+        if self.budget is not None and self.declared > self.budget:
+            raise ValueError(
+                f"path: {self.path}: entry {key!r} declares {nbytes} bytes (shape {declared}), "
+                f"which makes {self.declared} bytes with the entries before it, more than half "
+                f"of the {2 * self.budget} bytes of memory available: not loaded (a damaged or "
+                "crafted model file, or a model too large for this machine)")
         out = np.empty(declared, dtype=dtype, order="F" if fortran else "C")
         view = memoryview(out.reshape(-1, order="A").view(np.uint8)) if nbytes else None
         with self._open(key) as fp:
@@ -410,18 +533,19 @@ def read_model(path, factory):
     ``ValueError`` naming the file.
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"path: no such model file: {path}")
-    if os.path.isdir(path):
-        raise ValueError(f"path: {path} is a directory, not an ntnumba model file")
-    with open(path, "rb"):  # PermissionError and the like as themselves
-        pass
-    if not zipfile.is_zipfile(path):
-        raise ValueError(f"path: {path} is not an ntnumba model file (not an .npz archive; "
-                         "truncated, or some other kind of file)")
+    with _open_regular(path) as file:  # PermissionError and the like as themselves
+        if not zipfile.is_zipfile(file):
+            raise ValueError(f"path: {path} is not an ntnumba model file (not an .npz archive; "
+                             "truncated, or some other kind of file)")
+        file.seek(0)
+        return _read_archive(path, file, factory)
+
+
+def _read_archive(path, file, factory):
+    """The model of the open zip archive ``file``; every failure a ValueError naming ``path``."""
     archive = None
     try:
-        archive = _Archive(path)
+        archive = _Archive(path, file)
         return _load(archive, path, factory)
     except ValueError as exc:
         if str(exc).startswith(f"path: {path}"):
@@ -487,6 +611,9 @@ def _load(f, path, factory):
     model.components_ = f.array("components_", (M, N), float_kinds)
     model.dissimilarity_ = f.array("dissimilarity_", (C, M), float_kinds)
     model.similarity_ = f.array("similarity_", (Cs, M), float_kinds)
+    history = f.header("objective_history_")[1]
+    if len(history) == 1 and not 0 <= history[0] <= model.n_iter_:
+        f.fail(f"n_iter_ is {model.n_iter_} with {history[0]} objective values")
     model.objective_history_ = f.array("objective_history_", (-1,), "f").astype(np.float64)
     model.labels_ = f.array("labels_", (-1,), "iu").astype(np.int64)
     n = model.labels_.shape[0]
@@ -501,7 +628,7 @@ def _load(f, path, factory):
             f.fail("rng_state_ is not a MT19937 state")
     for key in ("outlier_scores_", "probabilities_"):  # optional, per training sample
         if key in f:
-            setattr(model, key, f.array(key, (-1,), "f").astype(np.float64))
+            setattr(model, key, f.array(key, (n,), "f").astype(np.float64))
     for key in ("feature_mean_", "feature_scale_"):  # scaling="standard": per feature
         if key in f:
             value = f.array(key, (N,), "f").astype(np.float64)
@@ -523,6 +650,9 @@ def _load(f, path, factory):
         if "fit_labels_" in f:  # the reference set's own clusters (version 3)
             model._fit_labels = f.array("fit_labels_", (-1,), "iu").astype(np.int64)
             n_ref = model._fit_labels.shape[0]
+        if "ref_rows_" in f and n_ref > n:   # a sample of the n training rows
+            f.fail(f"the reference set has {n_ref} rows, more than the {n} training samples "
+                   "it is a sample of")
         model._fit_X = f.array("fit_X_", (n_ref, N), float_kinds)
         if "graph_copies_" in f:
             copies = f.scalar("graph_copies_", int)

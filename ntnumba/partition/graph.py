@@ -105,7 +105,7 @@ class Progress:
                   flush=True)
 
 
-def _available_memory():
+def available_memory():
     """Bytes of memory available to this process (MemAvailable; None if unknown)."""
     try:
         with open("/proc/meminfo") as f:
@@ -126,7 +126,7 @@ def check_memory(nbytes, what):
     :func:`ntnumba.core.validation.user_stacklevel`)."""
     from ..core.validation import MemoryUsageWarning, user_stacklevel
 
-    avail = _available_memory()
+    avail = available_memory()
     if avail is None:
         return
     if nbytes > avail:
