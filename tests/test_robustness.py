@@ -565,7 +565,7 @@ def test_every_kernel_cache_is_guarded():
                if isinstance(v, Dispatcher)]
     assert len(kernels) > 20
     unguarded = [k.__name__ for k in kernels
-                 if not getattr(k._cache, "_ntnumba_guarded", False)
+                 if not getattr(k._cache, "ntnumba_guarded", False)
                  and type(k._cache).__name__ != "NullCache"]
     assert unguarded == []
 
@@ -605,7 +605,7 @@ def test_a_failing_cache_save_keeps_the_kernel_and_warns_once(monkeypatch):
 def test_a_damaged_cache_entry_is_compiled_again_with_one_warning(monkeypatch):
     import pickle
     import warnings
-    from ntnumba import _cache
+    from ntnumba.core import cache as _cache
 
     class Cache:
         _cache_path = "/numba/cache"
