@@ -46,11 +46,6 @@ key                       content
                           samples (version 2 wrote the reference set's ``labels_``,
                           ``similarity_labels_``, ``outlier_scores_`` and ``probabilities_``
                           only)
-``graph_copies_``         ``assign="graph"`` only, optional (version 3): integer in ``[1,
-                          max(1, min(n_ref - 1, max(8 k, 32)) // k)]`` (``k`` =
-                          ``n_neighbors``), the near-copy factor of the partition's graph,
-                          which ``relabel``'s data graph reuses (files without it: measured
-                          again from the lists)
 ``stream_count_``, ...    ``partial_fit`` only (version 3): its running sums, which the next
                           ``partial_fit`` continues: float64 ``stream_count_`` (C, Cs),
                           ``stream_sum_q_`` (C, Cs, M), ``stream_sum_qq_`` (C, Cs),
@@ -58,8 +53,6 @@ key                       content
                           (C, M), integer ``stream_n_seen_``; with a learned map also
                           ``stream_gram_`` (N, N), ``stream_cross_`` (M, N), float
                           ``stream_target_sq_`` and integer ``stream_n_samples_``
-``prototypes_pending_``   optional: integer 1 when a fit with ``prototypes=True`` was
-                          interrupted inside its prototype step (a ``warm_start`` does it)
 ========================  =====================================================================
 
 ``components_``, ``dissimilarity_`` and ``similarity_`` share one dtype (float32 or float64, the
@@ -67,6 +60,16 @@ dtype of the training data). A reader of version ``v`` reads every file of a ver
 and ignores keys it does not know (they are never decompressed); a file of a newer
 ``format_version`` is refused with a clear error, as are truncated, corrupted and foreign files
 (``ValueError`` naming the file).
+
+Removed options. ``relabel``, ``prototypes`` and ``n_dissimilarity`` are no longer parameters
+of the estimator (``docs/research/relabel-and-prototypes.md``). Files written with them still
+load: those keys of ``params`` are ignored, as are the entries ``graph_copies_`` (the
+near-copy factor of the partition's graph, which only the ``relabel`` step reused) and the
+flag ``prototypes_pending_`` (a prototype step an interrupt left undone, for a continued fit
+to do). A file saved with ``relabel > 0`` or ``prototypes=True`` loads as the model those
+options produced: its fitted arrays (``labels_``, ``fit_labels_``, ``A``, ``tau``, ``nu``,
+...) are what the fit computed, ``predict`` uses them as before, and a ``warm_start``
+continues it without the removed steps.
 
 Versions: 3 adds ``initial_labels_``, ``rng_state_``, ``fit_labels_``, ``ref_rows_`` and the
 running sums of ``partial_fit`` (the
@@ -94,8 +97,7 @@ checked: finite parameters, representations, shared directions and objective his
 (``labels_``, ``initial_labels_``, ``fit_labels_``) within ``[0, n_clusters)`` and
 ``[0, n_similarity)``, increasing ``ref_rows_`` within ``[0, n)``, finite running sums
 (counts and sums of squares not negative), a positive finite ``scale_``, a random state
-that ``numpy.random.RandomState.set_state`` accepts, a near-copy factor that a fit can
-measure (:func:`ntnumba.partition.graph.max_copy_factor`). Anything else is a ``ValueError`` naming the
+that ``numpy.random.RandomState.set_state`` accepts. Anything else is a ``ValueError`` naming the
 file and the entry. ``save`` writes to a temporary file in the destination folder and renames
 it, so an interrupted save never leaves a truncated model behind.
 """
@@ -134,6 +136,8 @@ _MT_KEYS = 624  # words of the MT19937 state of numpy.random.RandomState
 # must not be negative
 _STREAM_THETA = ("count", "sum_q", "sum_qq", "sum_wy_pos", "sum_wy_neg", "sum_yy")
 _STREAM_NONNEGATIVE = ("count", "sum_qq", "sum_yy")
+# parameters of earlier versions that files may still hold in ``params``: ignored on load
+_REMOVED_PARAMS = ("relabel", "prototypes", "n_dissimilarity")
 
 
 def _stream_payload(model):
@@ -238,13 +242,8 @@ def save_model(model, path):
     rows = model._ref_rows() if hasattr(model, "_ref_rows") else None
     if rows is not None:
         payload["ref_rows_"] = np.asarray(rows, dtype=np.int64)
-    copies = (getattr(getattr(model, "_state", None), "graph", None) or {}).get("copies")
-    if copies is not None:
-        payload["graph_copies_"] = np.array(int(copies))
     if getattr(model, "_rng_state", None) is not None:
         payload["rng_state_"] = _rng_to_array(model._rng_state)
-    if getattr(getattr(model, "_state", None), "prototypes_pending", False):
-        payload["prototypes_pending_"] = np.array(1)
     path = os.fspath(path)
     if not path.endswith(".npz"):
         path += ".npz"
@@ -495,7 +494,10 @@ def _load(f, path, factory):
     if missing:
         raise ValueError(f"path: {path} is missing {missing}: truncated or corrupted model file")
     try:
-        model = factory(**_params_from_json(f.scalar("params", str)))
+        params = _params_from_json(f.scalar("params", str))
+        for name in _REMOVED_PARAMS:  # options of older versions, ignored
+            params.pop(name, None)
+        model = factory(**params)
     except (ValueError, TypeError, RecursionError) as exc:
         raise ValueError(f"path: {path}: unreadable parameters ({type(exc).__name__}: {exc}): "
                          "corrupted model file") from None
@@ -505,7 +507,7 @@ def _load(f, path, factory):
     if N < 1:
         f.fail(f"n_features_in_ is {N}")
     try:
-        p = model._params(N, fit=False)
+        p = model._params(N)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"path: {path}: invalid parameters ({exc}): corrupted model "
                          "file") from None
@@ -554,7 +556,6 @@ def _load(f, path, factory):
         model.feature_names_in_ = f.array("feature_names_in_", (N,), "U",
                                           max_bytes=4 * _MAX_NAME * N).astype(object)
     ref_rows = None
-    copies = None
     if p.rule == "graph":
         r = model.n_shared_
         if not 0 <= r <= N:
@@ -566,12 +567,6 @@ def _load(f, path, factory):
             model._fit_labels = f.array("fit_labels_", (-1,), "iu").astype(np.int64)
             n_ref = model._fit_labels.shape[0]
         model._fit_X = f.array("fit_X_", (n_ref, N), float_kinds)
-        if "graph_copies_" in f:
-            copies = f.scalar("graph_copies_", int)
-            top = model._max_graph_copies(n_ref, p)
-            if not 1 <= copies <= top:
-                f.fail(f"graph_copies_ is {copies}, outside [1, {top}] (the near-copy factors "
-                       f"a fit with n_neighbors={p.n_neighbors} on {n_ref} rows can measure)")
         if "ref_rows_" in f:
             ref_rows = f.array("ref_rows_", (n_ref,), "iu").astype(np.int64)
             if ref_rows.size and not (0 <= ref_rows[0] and ref_rows[-1] < n
@@ -579,7 +574,6 @@ def _load(f, path, factory):
                 f.fail(f"ref_rows_ must be increasing rows of [0, {n})")
     stream = _read_stream(f, C, Cs, M, N, p.learn_transform)
     _check_arrays(model, path)
-    pending = "prototypes_pending_" in f and f.scalar("prototypes_pending_", int) == 1
-    model._restore_loaded(p, prototypes_pending=pending, rng_state=rng_state, ref_rows=ref_rows,
-                          stream=stream, sums_kept=version >= 3, copies=copies)
+    model._restore_loaded(p, rng_state=rng_state, ref_rows=ref_rows, stream=stream,
+                          sums_kept=version >= 3)
     return model
