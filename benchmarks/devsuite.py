@@ -247,8 +247,6 @@ def load_case(name):
 NT_CONFIGS = {
     "ntnumba (default)": {},
     "ntnumba, A = I": {"learn_transform": False},
-    "ntnumba, relabel=1": {"relabel": 1, "max_iter": 2},
-    "ntnumba, prototypes": {"prototypes": True},
     "ntnumba, representation as-is": {"representation": "as-is"},
 }
 
@@ -759,39 +757,19 @@ PROVENANCE = "## Provenance of the defaults\n\n" + table(
          "1",
          "COIL-20, ORL, Extended Yale B",
          "more iterations with the partition fixed change only the representation "
-         "(`docs/results.md`, item 4); `relabel=1` needs 2"),
+         "(`docs/results.md`, item 4)"),
         ("`relabel`",
-         "0 (`relabel=1, max_iter=2` measured beside it on this page)",
-         "this page's 24 sets (5 seeds, one step computed from saved fits) among 12 variants "
-         "(`ntnumba/_refine.py`); checked on the 19 sets of `docs/dev_check.md` (never used to "
-         "choose)",
-         "not the default: the step lowers mean CA and NMI below `initial_labels_` here (with "
-         "the data graph in plain weights, as on this page: see the targets of `ntnumba, "
-         "relabel=1` above) and on the check set (5 seeds there: -0.13 CA, -0.12 NMI); with the "
-         "initial partition's mutual-rank graph (now), 1 seed (`--quick`, load 8): -0.37 / -0.42 "
-         "here, -0.22 / -0.28 on the check set; from the partitions of rule 4 of "
-         "`ntnumba/_select.py` (5 seeds, this page and the check page): -0.37 / -0.36 here "
-         "(COIL-20 90.4 -> 84.8 CA), -0.93 / -0.22 on the check set; 1.20-1.80 times the fit "
-         "time on the sets where the step runs. The step: the k-NN graphs of the data (the "
-         "initial partition's graph, mutual-rank weights) and of the learned map (its "
-         "within-cluster shared directions removed, r from the initial partition) summed, every "
-         "edge weighted by the share of the two partitions (the current one, the learned "
-         "graph's) that keep its ends together, and partitioned; skipped where a representation "
-         "rule applies"),
+         "removed (was 0)",
+         "this page's 24 sets and the 19 sets of `docs/dev_check.md`",
+         "not the default, then removed: the step lowered mean CA and NMI below "
+         "`initial_labels_` (1 seed, `--quick`: -0.37 / -0.42 here, -0.22 / -0.28 on the check "
+         "set); the record: `docs/research/relabel-and-prototypes.md`"),
         ("`prototypes`",
-         "False (`ntnumba, prototypes` measured beside it on this page)",
-         "this page's 24 sets, seed 0, with the graph's plain similarity weights then (not held "
-         "out: the coarse graph's size, 6 x k, and the ratio 0.95 were set here); 21 held-out "
-         "cases checked once",
-         "not the default: its judge, the coarse graph, has the mutual-rank weights of the "
-         "partition's graph (with plain weights it replaced the partition of COIL-20, CA 85.2 -> "
-         "74.0-74.9); with that judge it changed no set of this page (5 seeds) or of the check "
-         "set (seed 0, `--quick`) until COIL-20's partition became that of its 80 leading "
-         "principal directions (rule 4 of `ntnumba/_select.py`), which it replaces (5 seeds: "
-         "90.4 / 96.7 -> 78.8 / 85.1 CA / NMI, mean over this page -0.49 / -0.48); the sets it "
-         "was chosen on (iris-std, blobs-2d) now have the few-feature partition; 0.83-1.42 times "
-         "the fit time on the sets where it runs (1 seed). The variants dropped on the way: "
-         "`ntnumba/_refine.py`"),
+         "removed (was False)",
+         "this page's 24 sets",
+         "not the default, then removed: it replaced the partition of COIL-20 (5 seeds: "
+         "90.4 / 96.7 -> 78.8 / 85.1 CA / NMI); the record: "
+         "`docs/research/relabel-and-prototypes.md`"),
         ("`scaling`",
          '`"rms"` (one scalar)',
          "-",
@@ -816,10 +794,11 @@ LEARNING_NOTES = """
 Measured during development on the sets of this page, with the graph partition's plain
 similarity weights unless marked (not reproduced by this page's command, labels only to
 score): each variant is one step on the model of the default fit after one
-iteration, as `relabel=1, max_iter=2` does (its `labels_` are that step's partition); mean
+iteration, as `relabel=1, max_iter=2` did (its `labels_` were that step's partition); mean
 change of CA / NMI over `initial_labels_` (points), 24 sets x 5 seeds unless marked; the
 check set (`docs/dev_check.md`, 19 sets, seed 0 unless marked) never used to choose. The
-full list, with the sets up and down: `ntnumba/_refine.py`.
+full list, with the sets up and down: `docs/research/relabel-and-prototypes.md` (the option
+was removed).
 
 """ + table(
     ("variant", "this page", "check set"), [

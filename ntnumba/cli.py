@@ -320,28 +320,9 @@ def _model_from_args(args, verbose):
         lambda_a=args.lambda_a, lambda2=args.lambda2, lambda3=args.lambda3,
         lambda4=args.lambda4, learn_transform=not args.no_transform, assign=args.assign,
         init=args.init, n_neighbors=args.n_neighbors, n_shared=args.n_shared,
-        relabel=args.relabel, prototypes=args.prototypes,
         max_iter=args.max_iter, tol=args.tol, n_init=args.n_init,
         scaling=args.scaling, random_state=args.seed,
         n_jobs=args.n_jobs, verbose=verbose)
-
-
-def _check_partition_flags(args):
-    """--relabel and --prototypes need the graph rule, --relabel a learned map and
-    --max-iter >= R + 1: an error in the command's own flags before the data are read (the
-    estimator names its arguments)."""
-    for flag, on, off in (("--relabel", args.relabel > 0, "--relabel 0"),
-                          ("--prototypes", args.prototypes, "no --prototypes")):
-        if on and args.assign != "graph":
-            raise CLIError(f"{flag}: changes the partition of --assign graph only, got "
-                           f"--assign {args.assign}; use {off} or --assign graph")
-    if args.relabel > 0 and args.no_transform:
-        raise CLIError("--relabel: recomputes the partition from the learned map, got "
-                       "--no-transform; use --relabel 0 or drop --no-transform")
-    if args.relabel >= args.max_iter:   # R new partitions need R more iterations to fit them
-        raise CLIError(f"--relabel {args.relabel}: each new partition is fitted by the next "
-                       f"iteration, got --max-iter {args.max_iter}; use --max-iter "
-                       f"{args.relabel + 1} (or more) or --relabel {args.max_iter - 1}")
 
 
 def _fit_keeping_interrupt(model, X):
@@ -364,7 +345,6 @@ def cmd_fit(args):
     _check_output(labels_path, "--labels", _LABEL_EXT)
     if args.plot_objective:
         _check_output(args.plot_objective, "--plot-objective")
-    _check_partition_flags(args)
     X, y = _load_data(args, args.quiet)
     model = _model_from_args(args, verbose=0 if args.quiet else 1)
     t0 = time.perf_counter()
@@ -600,13 +580,6 @@ def _add_fit_options(p):
     g.add_argument("--n-shared", type=_n_shared, default=d["n_shared"], metavar="R",
                    help="shared directions removed by the graph rule: 'auto', an integer, or "
                         f"candidates separated by commas (default {d['n_shared']})")
-    g.add_argument("--relabel", type=_nonneg_int, default=d["relabel"], metavar="R",
-                   help="graph rule: recompute the partition from the data's graph and the "
-                        "learned map's after each of the first R iterations (needs "
-                        f"--max-iter >= R + 1 and a learned map; default {d['relabel']})")
-    g.add_argument("--prototypes", action="store_true",
-                   help="graph rule: after the first iteration, the learned model's "
-                        "nearest-mean partition where a coarser graph says it cuts less")
     g.add_argument("--max-iter", type=_positive_int, default=d["max_iter"],
                    help=f"default {d['max_iter']}")
     g.add_argument("--tol", type=_nonneg_float, default=d["tol"], help=f"default {d['tol']}")

@@ -317,22 +317,11 @@ def test_errors_in_subprocess(blobs, args, message):
     (["fit", "blobs.npz", "-k", "3", "-o", "m", "--n-jobs", "0"], 2, "argument --n-jobs"),
     (["fit", "blobs.csv", "-k", "3", "-o", "m", "--target-key", "nope"], 1,
      "target_key 'nope' not found"),
-    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--relabel", "1", "--no-transform"], 1,
-     "--relabel: recomputes the partition from the learned map, got --no-transform; use "
-     "--relabel 0 or drop --no-transform"),
-    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--relabel", "1", "--assign", "objective"], 1,
-     "--relabel: changes the partition of --assign graph only, got --assign objective; use "
-     "--relabel 0 or --assign graph"),
-    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--prototypes", "--assign", "paper"], 1,
-     "--prototypes: changes the partition of --assign graph only"),
-    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--relabel", "-1"], 2,
-     "argument --relabel: must be >= 0"),
-    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--relabel", "1"], 1,   # default --max-iter 1
-     "--relabel 1: each new partition is fitted by the next iteration, got --max-iter 1; use "
-     "--max-iter 2 (or more) or --relabel 0"),
-    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--relabel", "3", "--max-iter", "3"], 1,
-     "--relabel 3: each new partition is fitted by the next iteration, got --max-iter 3; use "
-     "--max-iter 4 (or more) or --relabel 2"),
+    # the removed options have no flags
+    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--relabel", "1", "--max-iter", "2"], 2,
+     "unrecognized arguments: --relabel 1"),
+    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--prototypes"], 2,
+     "unrecognized arguments: --prototypes"),
 ])
 def test_errors_are_one_line(blobs, capsys, monkeypatch, args, code, message):
     monkeypatch.chdir(blobs)
@@ -371,17 +360,16 @@ def test_an_unwritable_output_folder_is_found_before_reading_the_data(
                             r"write in folder /proc \(.+\); choose another output path\n", err)
 
 
-def test_fit_partition_flags_map_to_the_estimator():
-    """--relabel and --prototypes reach NTClustering; their defaults are the library's."""
+def test_fit_flag_defaults_are_the_library_defaults():
+    """Without flags, ``fit`` builds the estimator with every parameter at the library's
+    default; the flags reach it."""
     base = ["fit", "d.npz", "-k", "3", "-o", "m"]
     parse = cli.build_parser().parse_args
     default = cli._model_from_args(parse(base), verbose=0).get_params()
-    lib = ntnumba.NTClustering(3).get_params()
-    assert (default["relabel"], default["prototypes"]) == (lib["relabel"], lib["prototypes"])
-    got = cli._model_from_args(parse(base + ["--relabel", "2", "--prototypes", "--max-iter",
-                                             "3"]), verbose=0).get_params()
-    assert (got["relabel"], got["prototypes"], got["max_iter"]) == (2, True, 3)
-    assert got["learn_transform"] and got["assign"] == "graph"
+    assert default == ntnumba.NTClustering(3).get_params()
+    got = cli._model_from_args(parse(base + ["--max-iter", "3", "--n-neighbors", "7"]),
+                               verbose=0).get_params()
+    assert (got["max_iter"], got["n_neighbors"]) == (3, 7)
 
 
 def test_traceback_option_reraises(blobs, monkeypatch):

@@ -239,15 +239,11 @@ def test_each_stage_never_increases_the_full_objective():
         assert J1 <= J0 + tol and J2 <= J1 + tol and J3 <= J2 + tol, (J0, J1, J2, J3)
 
 
-@pytest.mark.parametrize("chunk_size", [None, 40])
-def test_relabel_warning_is_given_once_per_fit(chunk_size):
-    """``relabel >= max_iter``: one warning per fit, at this file's line, even with every
-    warning shown (the parameters are checked twice in an in-memory fit)."""
-    import warnings
-    X, _ = _blobs()
-    with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("always")
-        NTClustering(3, relabel=1, n_components=24, max_iter=1,
-                     random_state=0).fit(X, chunk_size=chunk_size)
-    hits = [w for w in rec if "relabel=1 with max_iter=1" in str(w.message)]
-    assert [w.filename for w in hits] == [__file__]
+def test_removed_options_are_not_parameters():
+    """``relabel``, ``prototypes`` and ``n_dissimilarity`` were removed
+    (``docs/research/relabel-and-prototypes.md``): not parameters, refused as unknown."""
+    params = NTClustering().get_params()
+    for name in ("relabel", "prototypes", "n_dissimilarity"):
+        assert name not in params
+        with pytest.raises(TypeError, match=name):
+            NTClustering(3, **{name: 1})

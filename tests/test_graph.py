@@ -619,3 +619,43 @@ def test_bench_large_data_sets_are_structured():
         assert sv[5] < 0.2 * sv[4]
     with pytest.raises(ValueError, match="kind"):
         make_data("nope", 10, 5, 2)
+
+
+@pytest.mark.parametrize("case", ["few features, scales", "as-is"])
+def test_fit_vote_and_predict_vote_agree(monkeypatch, case):
+    """The fit labels the rows outside its reference sample by the same vote as ``predict``
+    (one function, ``_passes.graph_vote``): ``labels_`` of those rows equal ``predict`` and
+    the vote computed from the fitted state by hand (the representation rules included)."""
+    from ntnumba.partition import select as _select
+
+    rng = np.random.default_rng(5)
+    y = np.repeat(np.arange(3), 40)
+    X = 0.8 * rng.standard_normal((3, 6))[y] + rng.standard_normal((120, 6))  # overlapping
+    if case != "as-is":
+        X = X * np.logspace(0, 3, 6)  # both representation rules apply
+    monkeypatch.setattr(_driver, "REFERENCE_SIZE", 50)
+    rep = "auto" if case != "as-is" else "as-is"
+    m = NTClustering(3, n_components=24, representation=rep, random_state=0).fit(X)
+    rows = m._state.graph["ref_rows"]
+    others = np.setdiff1d(np.arange(120), rows)
+    assert rows is not None and others.size == 70
+    np.testing.assert_array_equal(m.predict(X[others]), m.labels_[others])
+    # by hand: the rows the graph compares, then a similarity-weighted vote of 5 neighbours
+    Xs = X * m.scale_
+    ref = Xs[rows]
+    w, offset, _ = _select.graph_space(ref, rep)
+    assert (w is not None) == (case != "as-is")
+
+    def grows(Z):
+        Z = Z * (1.0 if w is None else w) - (ref * (1.0 if w is None else w)).mean(axis=0)
+        Z = Z - (Z @ m.shared_components_.T) @ m.shared_components_
+        return Z if offset is None else np.c_[Z, np.full(len(Z), offset)]
+
+    np.testing.assert_allclose(grows(Xs[others]), G.graph_rows(
+        Xs[others], m.shared_mean_, m.shared_components_, offset, w), atol=1e-9)
+    idx, sim = naive_graph.knn(grows(Xs[others]), 5, Y_ref=grows(ref))
+    votes = np.zeros((others.size, 3))
+    for i in range(others.size):
+        for j, s in zip(idx[i], sim[i]):
+            votes[i, m._fit_labels[j]] += max(s, 0.0) + 1e-12
+    np.testing.assert_array_equal(m.labels_[others], votes.argmax(axis=1))

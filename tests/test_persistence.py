@@ -83,7 +83,6 @@ def test_round_trip_is_exact(model, saved, X):
 @pytest.mark.parametrize("kwargs", [dict(learn_transform=False), dict(assign="paper"),
                                     dict(n_similarity=1, scaling=None),
                                     dict(assign="graph", n_shared=(0, 1), n_neighbors=4),
-                                    dict(relabel=1), dict(prototypes=True),
                                     dict(scaling="standard")])
 def test_round_trip_variants(kwargs, X, tmp_path):
     m = NTClustering(3, n_components=10, max_iter=3, random_state=1, **kwargs).fit(X)
@@ -237,11 +236,8 @@ def test_round_trip_reference_sample(X, tmp_path, monkeypatch):
     _assert_same_model(m, loaded, X)
 
 
-@pytest.mark.filterwarnings("ignore:relabel=1 with max_iter=1")
 @pytest.mark.parametrize("kwargs", [
     dict(),
-    dict(relabel=1),             # the relabel step of iteration 2 draws from the random stream
-    dict(prototypes=True),       # the prototype step after iteration 1
     dict(assign="objective", init="k-means++", online_fraction=0.5),  # random subsets
 ])
 def test_warm_start_of_a_loaded_model_equals_the_original(X, tmp_path, kwargs):
@@ -255,29 +251,81 @@ def test_warm_start_of_a_loaded_model_equals_the_original(X, tmp_path, kwargs):
     _assert_same_model(m, loaded, X)
 
 
-@pytest.mark.filterwarnings("ignore:relabel=2 with max_iter=1")
-def test_relabel_of_a_loaded_model_uses_the_saved_near_copy_factor(tmp_path):
-    """Copies of every sample that differ along the shared direction the partition removes:
-    the partition's near-copy factor (1, measured with nothing removed) is not the one
-    relabel's data graph would measure again from its own lists (2; a loaded model did so
-    and moved 104 of the 480 labels of the continued fit). The file keeps the factor; a file
-    without it loads as before."""
-    rng = np.random.default_rng(0)
-    centres = 1.5 * rng.standard_normal((4, 30))
-    S = np.linalg.qr(rng.standard_normal((30, 1)))[0].T
-    base = centres[np.repeat(np.arange(4), 30)] + 0.6 * rng.standard_normal((120, 30))
-    X = np.repeat(base, 4, axis=0) + 8.0 * rng.standard_normal((480, 1)) @ S
-    m = NTClustering(4, n_components=60, relabel=2, max_iter=1, random_state=0).fit(X)
-    assert (m.n_shared_, m._state.graph["copies"]) == (1, 1)
-    path = m.save(tmp_path / "m")
+# ------------------------------------------------------------------------------ removed options
+_REMOVED = dict(relabel=0, prototypes=False, n_dissimilarity=None)  # their defaults
+
+
+def _with_removed_options(src, dst, pending=False, copies=1, drop=(), replace=None, **options):
+    """The archive ``src`` as the versions with ``relabel``, ``prototypes`` and
+    ``n_dissimilarity`` wrote it: those parameters in ``params`` (the JSON of
+    ``get_params()``, defaults unless given in ``options``), ``graph_copies_`` (the near-copy
+    factor of the partition's graph, written by every graph fit) and, for a fit interrupted
+    inside its prototype step, ``prototypes_pending_ = 1``; ``drop`` / ``replace``: other
+    entries left out / replaced."""
+    with np.load(src, allow_pickle=False) as f:
+        params = json.loads(str(f["params"]))
+        graph = "fit_X_" in f.files
+    assert not set(_REMOVED) & set(params)   # this version writes none of them
+    params.update({**_REMOVED, **options})
+    extra = dict(replace or {}, params=np.array(json.dumps(params)))
+    if graph:
+        extra["graph_copies_"] = np.array(copies)
+    if pending:
+        extra["prototypes_pending_"] = np.array(1)
+    return _rewrite(src, dst, drop=drop, **extra)
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(assign="objective", init="k-means++")])
+@pytest.mark.parametrize("options", [dict(), dict(n_dissimilarity=3)])
+def test_file_with_removed_options_at_defaults_loads_as_before(X, tmp_path, kwargs, options):
+    """A file of the removed options at their defaults (``n_dissimilarity=3``: its only other
+    valid value, ``n_clusters``) is the model that was saved: every fitted attribute,
+    prediction and score, and a warm start continues as the original does."""
+    m = NTClustering(3, n_components=10, max_iter=1, random_state=0, **kwargs).fit(X)
+    path = _with_removed_options(m.save(tmp_path / "m"), tmp_path / "old.npz", **options)
+    with np.load(path) as f:  # the file holds what the versions with the options wrote
+        assert {"relabel", "prototypes", "n_dissimilarity"} <= set(json.loads(str(f["params"])))
+        assert ("graph_copies_" in f.files) == ("assign" not in kwargs)
     loaded = ntnumba.load(path)
-    assert loaded._state.graph["copies"] == 1
+    _assert_same_model(m, loaded, X)
     for est in (m, loaded):
         est.set_params(warm_start=True, max_iter=3, tol=0.0).fit(X)
     _assert_same_model(m, loaded, X)
-    old = ntnumba.load(_rewrite(path, tmp_path / "old.npz", drop=("graph_copies_",)))
-    assert old._state.graph["copies"] is None
-    np.testing.assert_array_equal(old.predict(X), ntnumba.load(path).predict(X))
+
+
+@pytest.mark.parametrize("assign", ["graph", "objective"])
+def test_file_saved_with_removed_options_on_loads_with_its_fitted_arrays(X, tmp_path, assign):
+    """A file saved with ``relabel > 0`` or ``prototypes=True`` (a prototype step pending,
+    an ``n_dissimilarity`` that was refused, a near-copy factor no fit measures): the
+    options are ignored and the fitted arrays are the file's. The partition of the file
+    (here a graph partition with five samples moved, as a relabel or prototype step moves
+    them; ``assign="objective"`` files were written before the options were refused with
+    it) is ``labels_``, ``predict`` gives it on the training rows and votes with it
+    elsewhere, exactly as the same file without the removed keys."""
+    kw = dict(init="k-means++") if assign == "objective" else {}
+    m = NTClustering(3, n_components=10, max_iter=2, random_state=0, assign=assign,
+                     **kw).fit(X)
+    src = m.save(tmp_path / "m")
+    moved = m.labels_.copy()
+    moved[:5] = (moved[:5] + 1) % 3
+    assert np.count_nonzero(moved != m.labels_) == 5
+    entries = {"labels_": moved}
+    if assign == "graph":
+        entries["fit_labels_"] = moved
+    plain = _rewrite(src, tmp_path / "plain.npz", **entries)
+    old = _with_removed_options(src, tmp_path / "old.npz", pending=True, copies=10 ** 6,
+                                replace=entries, relabel=2, prototypes=True,
+                                n_dissimilarity=4)
+    loaded, reference = ntnumba.load(old), ntnumba.load(plain)
+    np.testing.assert_array_equal(loaded.labels_, moved)
+    if assign == "graph":
+        np.testing.assert_array_equal(loaded.predict(X), moved)
+    Xnew = X + 0.3 * np.random.default_rng(1).standard_normal(X.shape)
+    _assert_same_model(reference, loaded, Xnew)
+    assert "relabel" not in loaded.get_params()
+    for est in (reference, loaded):  # continued without the removed steps
+        est.set_params(warm_start=True, max_iter=3, tol=0.0).fit(X)
+    _assert_same_model(reference, loaded, X)
 
 
 def test_version_2_files_load_without_the_new_fields(X, tmp_path):
@@ -352,9 +400,8 @@ def test_file_matches_the_documented_format(X, tmp_path):
     graph_keys = {"n_shared_", "graph_cut_", "shared_mean_", "shared_components_", "fit_X_",
                   "fit_labels_"}
     standard_keys = {"feature_mean_", "feature_scale_"}        # scaling="standard" only
-    # prototypes_pending_: only after a fit interrupted inside its prototype step (test_refine)
     # ref_rows_: only when the reference set is a sample (test_round_trip_reference_sample)
-    standard_keys |= {"prototypes_pending_", "ref_rows_"}
+    standard_keys |= {"ref_rows_"}
     assert standard_keys <= documented
     for assign, expected in (("objective", documented - {"feature_names_in_"} - graph_keys
                               - standard_keys),
@@ -744,14 +791,6 @@ def test_crafted_entries(model, graph_model, tmp_path, which, key, value, match)
     ("ref_rows_", lambda m: np.arange(len(m._fit_labels))[::-1], "ref_rows_ must be incr"),
     ("ref_rows_", lambda m: np.arange(len(m._fit_labels)) + 1, r"ref_rows_ .*\[0, 36\)"),
     ("ref_rows_", lambda m: np.arange(len(m._fit_labels) - 1), "ref_rows_ has shape"),
-    ("graph_copies_", lambda m: np.array(0), r"graph_copies_ is 0, outside \[1, 8\]"),
-    # 36 rows, n_neighbors=4: the first lists hold min(35, max(8 * 4, 32)) = 32 neighbours,
-    # so a fit measures at most 32 // 4 = 8 near-copies
-    ("graph_copies_", lambda m: np.array(9), r"graph_copies_ is 9, outside \[1, 8\] .*"
-                                             r"n_neighbors=4 on 36 rows"),
-    ("graph_copies_", lambda m: np.array(2**62), r"graph_copies_ is 4611686018427387904, "),
-    ("graph_copies_", lambda m: np.array(2.0), "'graph_copies_' is not a int scalar"),
-    ("graph_copies_", lambda m: np.array([2]), "graph_copies_ has shape"),
 ])
 def test_crafted_graph_entries(graph_model, tmp_path, key, value, match):
     src = graph_model.save(tmp_path / "g")

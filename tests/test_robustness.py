@@ -86,7 +86,6 @@ def test_wrong_number_of_features_at_predict():
     (dict(n_similarity=0), ValueError, r"n_similarity: must be >= 1"),
     (dict(n_clusters=0), ValueError, r"n_clusters: must be >= 1"),
     (dict(n_clusters=2.5), TypeError, r"n_clusters: expected an integer"),
-    (dict(n_dissimilarity=4), ValueError, r"n_dissimilarity: only None or n_clusters"),
     (dict(assign="min-max"), ValueError, r"assign: expected one of"),
     (dict(init="kmeans+++"), ValueError, r"init: expected one of"),
     (dict(scaling="std"), ValueError, r"scaling: expected one of"),
@@ -700,38 +699,3 @@ def test_gram_polar_factor_at_extreme_scales(scale):
     assert P is not None
     np.testing.assert_allclose(P, U @ Wt, rtol=0, atol=1e-13)
     assert _polar_gram(np.where(np.arange(Z.size).reshape(Z.shape) == 5, np.inf, Z)) is None
-
-
-def test_relabel_without_a_following_iteration_warns():
-    """``relabel`` steps that no iteration follows are not run: a warning naming ``relabel``,
-    ``max_iter`` and the fix (a warning, not an error: a fit in pieces continued with
-    ``warm_start`` and a larger ``max_iter`` runs them); none where every step can run."""
-    import warnings
-    X, _ = _data(n=60)
-    for relabel, max_iter, runs in ((1, 1, "no"), (3, 2, "only 1 of the 3")):
-        with pytest.warns(UserWarning, match=rf"relabel={relabel} with max_iter={max_iter}: "
-                          rf".*{runs} relabel step\(s\) can run; use max_iter={relabel + 1}"
-                          ) as rec:
-            NTClustering(3, relabel=relabel, **{**FAST, "max_iter": max_iter}).fit(X)
-        # this line (one of its two checks named "sys" line 1: a stacklevel past the stack)
-        assert {w.filename for w in rec if "relabel=" in str(w.message)} == {__file__}
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)
-        NTClustering(3, relabel=1, **{**FAST, "max_iter": 2}).fit(X)
-
-
-@pytest.mark.parametrize("kw, named", [(dict(relabel=1, max_iter=2), "relabel=1"),
-                                       (dict(prototypes=True), "prototypes=True")])
-def test_partial_fit_warns_once_that_it_does_not_change_the_partition(kw, named):
-    """A stream's reference set is its first chunk, labelled once: ``partial_fit`` runs no
-    relabel or prototype step and says so once per stream, naming the argument."""
-    import warnings
-    X, _ = _data(n=60)
-    m = NTClustering(3, n_components=12, random_state=0, **kw)
-    with pytest.warns(UserWarning, match=rf"partial_fit: {named} ignored: ") as rec:
-        m.partial_fit(X[:30])
-    assert len([w for w in rec if "partial_fit" in str(w.message)]) == 1
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)
-        m.partial_fit(X[30:])
-        NTClustering(3, n_components=12, random_state=0).partial_fit(X[:30])

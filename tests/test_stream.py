@@ -327,26 +327,6 @@ def test_warm_start_beyond_the_reference_set_equals_one_fit(chunk_size, monkeypa
     _assert_same_fit(one, part)
 
 
-def test_partial_fit_does_not_relabel(monkeypatch):
-    """partial_fit with relabel: no relabel step (it put the first chunk's labels on later
-    chunks, or raised on a longer chunk), even where a new partition would be kept."""
-    from ntnumba.partition import refine as _refine
-
-    def always_new(X, Q, labels, p, random_state, n_shared=0, verbose=0):
-        return (np.asarray(labels) + 1) % p.n_clusters, {"cuts": (1.0, 0.0)}
-
-    monkeypatch.setattr(_refine, "refine", always_new)
-    X, _ = _blobs()
-    fits = []
-    for relabel in (0, 1):
-        m = NTClustering(3, n_components=24, random_state=0, relabel=relabel, max_iter=3)
-        for s, e in ((0, 40), (40, 70), (70, 120)):
-            m.partial_fit(X[s:e])
-        fits.append(m)
-    assert fits[1].labels_.shape == (50,)
-    _assert_same_fit(*fits)
-
-
 def test_progress_with_eta_chunked_and_partial(capsys):
     X, _ = _blobs()
     kw = dict(n_components=24, assign="objective", init="k-means++", random_state=0, tol=0.0,

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import passes as P
-from ..partition import refine
 from ..partition import select
 from ..partition.graph import DEFAULT_SHARED, graph_init_tau
 from ..core.parallel import blas_context  # noqa: F401 - the fit's BLAS policy, used as _driver.blas_context
@@ -70,13 +69,6 @@ class Params:
     n_shared: object = DEFAULT_SHARED
     # what the graph's similarity needs from the data (ntnumba/partition/select.py): "auto" or "as-is"
     representation: str = "auto"
-    # graph rule: the partition is computed again from the data's graph and the learned map's
-    # after each of the first ``relabel`` iterations (ntnumba/partition/refine.py); 0: the initial
-    # partition is kept
-    relabel: int = 0
-    # graph rule: after the first iteration the learned model's nearest-mean partition replaces
-    # the graph partition when a coarser graph says it cuts less (ntnumba/partition/refine.py)
-    prototypes: bool = False
     max_iter: int = 100
     tol: float = 1e-4
     # MM steps of Stage 3 per outer iteration, warm-started from the best of the current A and
@@ -106,9 +98,6 @@ class State:
     # (None: all)} of the partition in ``labels`` (kept fixed over the iterations, see
     # ntnumba/partition/graph.py); None otherwise
     graph: dict = None
-    # prototypes: the step after the first iteration is still to be done (set with that
-    # iteration, cleared by the step; an interrupt inside the step leaves it set)
-    prototypes_pending: bool = False
 
     def copy(self):
         return replace(self, A=None if self.A is None else self.A.copy(), tau=self.tau.copy(),
@@ -435,29 +424,11 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
     stream = sys.stderr if stream is None else stream
     t0 = time.perf_counter()
     start_iter = state.n_iter
-    undo = None  # the last complete iterate and its clusters while a new partition is fitted
     try:
         with blas_context():
-            if prototypes_due(state, p):  # a step an interrupt left undone (warm_start)
-                changed = prototypes(ctx, state, p, verbose=verbose, stream=stream)
-                if verbose:
-                    print(f"iteration {state.n_iter:4d}  {_partition_note(changed)}",
-                          file=stream, flush=True)
             while state.n_iter < p.max_iter:
                 prev = state.objective_history[-1] if state.objective_history else None
-                changed = kept = None
-                if relabel_due(state, p):  # the partition of the learned map, then fit to it
-                    undo = (state, ctx.labels, ctx.ref_labels)
-                    state = state.copy()
-                    changed = relabel(ctx, state, p, rng, verbose=verbose)
-                    kept = changed is None
                 state, obj, reseeded = iterate_blocks(ctx, state, p, rng)
-                undo = None
-                state.prototypes_pending = (p.rule == "graph" and p.prototypes
-                                            and state.n_iter == 1)
-                if prototypes_due(state, p):  # the learned model's partition, if it cuts less
-                    changed = prototypes(ctx, state, p, verbose=verbose, stream=stream)
-                    kept = changed is None
                 if verbose:
                     done = state.n_iter - start_iter
                     el = time.perf_counter() - t0
@@ -467,97 +438,17 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
                            f"elapsed {_fmt_time(el)}  eta {_fmt_time(eta)}")
                     if reseeded:
                         msg += f"  re-seeded clusters {reseeded}"
-                    if changed is not None or kept:
-                        msg += f"  {_partition_note(changed)}"
                     print(msg, file=stream, flush=True)
                 if callback is not None and callback(state):
                     break
-                if (prev is not None and not relabel_due(state, p)
-                        and abs(prev - obj) <= p.tol * max(abs(prev), 1e-300)):
+                if prev is not None and abs(prev - obj) <= p.tol * max(abs(prev), 1e-300):
                     break
     except KeyboardInterrupt:
-        if undo is not None:
-            state, ctx.labels, ctx.ref_labels = undo
         state = state.copy()
         state.interrupted = True
         if verbose:
             print(f"interrupted: keeping iteration {state.n_iter}", file=stream, flush=True)
     return state
-
-
-def _partition_note(changed):
-    """The progress note of a relabel or prototype step: ``changed`` samples moved, or None
-    (the partition was kept)."""
-    return "partition kept" if changed is None else f"new partition: {changed} samples moved"
-
-
-def relabel_due(state, p):
-    """Whether the next iteration starts with a new partition (``relabel``: the graph rule
-    with a learned map, after each of the first ``p.relabel`` iterations; the iteration then
-    fits the model to it). Decided from the iteration count alone, so that a fit in pieces
-    (``warm_start``) equals an uninterrupted one."""
-    return (p.rule == "graph" and p.learn_transform and 1 <= state.n_iter <= p.relabel
-            and state.n_iter < p.max_iter and state.graph is not None)
-
-
-def relabel(ctx, state, p, rng, verbose=0):
-    """The reference set's partition recomputed from the co-association graph of the data's
-    graph and the graph of the learned map ``state.A`` (:func:`ntnumba.partition.refine.refine`),
-    extended to the other rows by the k-NN vote, into ``ctx`` and ``state``; returns the
-    number of reference samples whose label changed, None when the partition is unchanged."""
-    Zref = refine.metric_rows(ctx.ref_X, state.A)  # the angles of A x, n x N
-    old = np.asarray(ctx.ref_labels, dtype=np.int64)
-    lab, info = refine.refine(ctx.ref_X, Zref, old, state.graph, p, rng.randint(_INT32_MAX),
-                               n_shared=int(state.graph["n_shared"]), verbose=verbose)
-    if info is None or info["moved"] == 0:  # the current partition is kept
-        return None
-    return _new_partition(ctx, state, lab, old, p, rng, verbose)
-
-
-def _new_partition(ctx, state, lab, old, p, rng, verbose=0):
-    """The reference set's new partition ``lab`` (``old``: the current one) extended to the
-    other rows by the k-NN vote, into ``ctx`` and ``state``; returns the number of reference
-    samples whose label changed."""
-    # the graph summary (n_shared_, graph_cut_, the space predict votes in) stays the initial
-    # graph's; only the labels of its samples change
-    new = replace(state, labels=lab, graph=dict(state.graph))
-    full = graph_labels(ctx.src, ctx.ref_X, ctx.ref_rows, new, p, rng, verbose)
-    # nothing changes before here (an interrupt keeps the iterate as it was)
-    state.labels, ctx.labels = full, full
-    ctx.ref_labels = full if ctx.ref_rows is None else full[ctx.ref_rows]
-    return int(np.count_nonzero(lab != old))
-
-
-def prototypes_due(state, p):
-    """Whether the prototype step is due (``prototypes``: the graph rule, after the first
-    iteration; later iterations fit the model to its partition): ``state.prototypes_pending``,
-    set with the first iteration and cleared by the step, so that a step an interrupt left
-    undone is done when the fit resumes (``warm_start``)."""
-    return (p.rule == "graph" and p.prototypes and state.prototypes_pending
-            and state.graph is not None)
-
-
-def prototypes(ctx, state, p, verbose=0, stream=None):
-    """The learned model's nearest-mean partition of the reference set (in the metric of
-    ``state.A``, :func:`ntnumba.partition.refine.prototype_refine`) into ``ctx`` and ``state`` when a
-    coarser graph of the initial partition's rows says it cuts less; returns the number of
-    reference samples whose label changed, None when the partition is kept as it was.
-    ``verbose``: the cuts on ``stream`` (default stderr). Clears ``state.prototypes_pending``."""
-    old = np.asarray(ctx.ref_labels, dtype=np.int64)
-    Z = refine.metric_rows(ctx.ref_X, state.A if p.learn_transform else None)
-    rows = P.space_rows(ctx.ref_X, vote_space(ctx.ref_X, state.graph, p))
-    lab, info = refine.prototype_refine(Z, rows, old, p, ctx.seed)
-    if verbose and "cuts" in info:
-        print(f"prototypes: coarse-graph cut {info['cuts'][0]:.4f} -> {info['cuts'][1]:.4f}, "
-              f"{'kept' if info['kept'] else 'not kept'}",
-              file=sys.stderr if stream is None else stream, flush=True)
-    moved = None
-    if info["kept"]:
-        # the rng is used only when no partition exists (not here)
-        moved = _new_partition(ctx, state, lab, old, p, np.random.RandomState(ctx.seed),
-                               verbose)
-    state.prototypes_pending = False
-    return moved
 
 
 class _FirstLabels:
@@ -579,11 +470,9 @@ class _FirstLabels:
 
 def graph_summary(info):
     """What a fit keeps of a graph partition's ``info``: ``n_shared``, its cut, every cut, and
-    the mean and shared directions of the graph's rows (those of ``predict``) and its
-    near-copy factor (``copies``, None when unknown)."""
+    the mean and shared directions of the graph's rows (those of ``predict``)."""
     return {"n_shared": info["n_shared"], "graph_cut": info["ncut"][info["n_shared"]],
-            "ncut": dict(info["ncut"]), "mean": info["mean"], "V": info["V"],
-            "copies": info.get("copies")}
+            "ncut": dict(info["ncut"]), "mean": info["mean"], "V": info["V"]}
 
 
 def reference_rows(src, seed):
@@ -719,10 +608,7 @@ def partial(src, state, rng, p, stream, forget, seed, *, verbose=0):
             ctx.labels = _vote(src, np.arange(src.n), ref[0], ref[1], state.graph, p)
         state.labels = ctx.labels
         ctx.ref_X, ctx.ref_labels = ref
-    # no relabel or prototype step: the reference set is a chunk of the past, not rows of
-    # this one
-    new = run(ctx, state, replace(p, max_iter=state.n_iter + 1, relabel=0, prototypes=False),
-              rng, verbose=verbose)
+    new = run(ctx, state, replace(p, max_iter=state.n_iter + 1), rng, verbose=verbose)
     if new.interrupted:
         raise KeyboardInterrupt
     attrs = fitted_attributes(ctx, new, rng, p, seed)

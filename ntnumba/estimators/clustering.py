@@ -181,9 +181,6 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         ``components_.shape[0]``.
     n_similarity : int, default 2
         Number of similarity parameters ``Cs`` (>= 1).
-    n_dissimilarity : None or int, default None
-        Number of dissimilarity parameters ``Cd``; only ``None`` or ``n_clusters`` (the paper's
-        setting, one tau per cluster) are supported.
     lambda0, lambda1 : float, default 0.03
         Weights of the min-max score and of the l1 norm of the representations. When no
         training sample keeps a nonzero representation (``lambda1`` at or above every
@@ -241,67 +238,12 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         principal directions replaces that of the samples when its normalised cut is lower by
         more than 2% (new samples are still compared in all features). All are decided from
         the data alone (``ntnumba/partition/select.py``, ``docs/dev_results.md``). ``"as-is"``: none.
-    relabel : int, default 0
-        ``assign="graph"`` with a learned map: after each of the first ``relabel`` iterations
-        the partition is computed again, and the next iteration fits the model to it. The
-        new partition adds the *learned* map's view to the data's graph: the k-NN graphs of
-        the samples (the initial partition's) and of their representations ``A x`` under the
-        learned ``A`` (which the iteration fitted, with ``tau`` and ``nu``, to the current
-        partition; its ``n_shared`` leading within-cluster directions removed) are summed,
-        every edge weighted by the share of two partitions, the current one and the learned
-        graph's own, that keep its ends in one cluster (1, 1/2 or 0), and that graph is
-        partitioned (``ntnumba/partition/refine.py``). Nothing is recomputed when a representation
-        rule of ``representation="auto"`` applies (at most 16 features, or features of very
-        different scales: the learned map does not carry those rules). Needs
-        ``max_iter >= relabel + 1`` (else a ``UserWarning``: the steps without a following
-        iteration are not run); ``relabel > 0`` with ``learn_transform=False`` or another
-        ``assign`` raises a ``ValueError``. The partition the fit started from stays in
-        ``initial_labels_``. 0: the initial partition is kept. Not the default: on the
-        development suite (24 sets) ``relabel=1, max_iter=2`` changed the mean CA over the
-        initial partition by -0.37 points and the mean NMI by -0.42, on the held-out check
-        set (19 sets) by -0.22 and -0.28 (1 seed, load 8: ``python -m ntnumba.reproduce
-        --suite dev --quick --methods "ntnumba (default)|ntnumba, relabel=1|ntnumba,
-        prototypes"``, and with ``--set check``); the fit takes 1.20-1.80 times as long on
-        the development sets where the step runs (1.22-2.07 on the check set's). With the data's graph in
-        plain similarity weights (``docs/dev_results.md``, ``docs/dev_check.md``, 5 seeds)
-        it was -0.17 / -0.30 and -0.13 / -0.12.
-        ``partial_fit`` does not relabel (its reference set is the first chunk; a
-        ``UserWarning`` says so).
-    prototypes : bool, default False
-        ``assign="graph"``: after the first iteration (which fits ``A``, ``tau``, ``nu`` to the
-        graph partition) the learned model's own partition, nearest-mean steps in the metric
-        of the learned map (``||A x - A m_c||``, ``m_c`` the mean of cluster ``c``; the
-        identity with ``learn_transform=False``) started from the graph partition, replaces
-        the graph partition when the discrete normalised cut of a coarser k-NN graph (6
-        times ``n_neighbors`` neighbours, the same rows as the partition's graph) is below
-        0.95 times the graph partition's; later iterations (``max_iter > 1``) fit the model
-        to it. ``initial_labels_`` keeps the graph partition. It targets compact clusters
-        that overlap at the scale of ``n_neighbors`` (few-feature Gaussian data), where
-        the spectral partition of the small graph cuts a cluster in two; the coarser graph
-        has the graph partition's mutual-rank weights, and on manifold data (COIL-20 images)
-        it rejects the step. Not the default: on the development suite and the held-out
-        check set (1 seed; ``python -m ntnumba.reproduce --suite dev --quick --methods
-        "ntnumba (default)|ntnumba, relabel=1|ntnumba, prototypes"``, and ``--set check``)
-        it changed no data set, nor on the 5 seeds of ``docs/dev_results.md`` (with the
-        plain-weight judge before it, COIL-20 fell from 85.2 to 74.0-74.9 CA there), until
-        COIL-20's partition became that of its leading principal directions (``representation``):
-        it replaces that one (5 seeds, ``docs/dev_results.md``: CA 90.4 -> 78.8).
-        It was chosen (with the graph's plain weights then) where it changed standardised
-        iris and 2-D blobs (up); since the few-feature partition replaced the angular graph
-        there it leaves them unchanged. The same step in the data's own metric (``A = I``)
-        did as well, so the gain came from the prototype view, not from the learned ``A``.
-        Fit time 0.83-1.42 times the default's on the development sets where it runs, 1 seed,
-        load 8 (the coarser graph's k-NN search and the nearest-mean steps). ``ntnumba/partition/refine.py``.
-        ``partial_fit`` does not run it (a ``UserWarning`` says so). With ``relabel`` as well
-        the step comes first: the partition recomputed at the start of iteration 2 is judged
-        against its partition.
-        Another ``assign`` raises a ``ValueError`` (as does ``relabel > 0``).
     max_iter : int, default 1
         Maximum number of iterations (the paper runs 100). With ``assign="graph"`` the
-        clustering changes only through ``relabel`` (``relabel=1`` needs 2: one new partition
-        and the iteration that fits it) and ``prototypes`` (after the first iteration); the iterations contract ``A X`` towards the clusters' ``tau + nu``, which
-        lowered the k-NN accuracy of the representations on COIL-20 and ORL after more than one
-        (docs/results.md). With ``"objective"`` or ``"paper"`` set it (e.g. 100, the paper's).
+        clustering does not change over the iterations; they contract ``A X`` towards the
+        clusters' ``tau + nu``, which lowered the k-NN accuracy of the representations on
+        COIL-20 and ORL after more than one (docs/results.md). With ``"objective"`` or
+        ``"paper"`` set it (e.g. 100, the paper's).
     tol : float, default 1e-4
         Stop when the relative change of the objective is below ``tol``.
     n_init : int, default 1
@@ -406,36 +348,17 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     >>> model = NTClustering(3, n_components=40, random_state=0).fit(X)
     >>> model.labels_.shape, model.transform(X).shape
     ((60,), (60, 40))
-
-    The partition recomputed once from the learned map (``relabel``), then fitted:
-
-    >>> model = NTClustering(3, n_components=40, relabel=1, max_iter=2, random_state=0).fit(X)
-    >>> model.n_iter_, model.initial_labels_.shape
-    (2, (60,))
-
-    The learned model's nearest-mean partition where a coarser graph prefers it
-    (``prototypes``), on four overlapping Gaussian blobs in 20 features:
-
-    >>> from sklearn.datasets import make_blobs
-    >>> from ntnumba.metrics import clustering_accuracy
-    >>> Xb, yb = make_blobs(300, n_features=20, centers=4, cluster_std=6.0, random_state=2)
-    >>> model = NTClustering(4, prototypes=True, random_state=0).fit(Xb)
-    >>> (round(clustering_accuracy(yb, model.initial_labels_), 3),
-    ...  round(clustering_accuracy(yb, model.labels_), 3))
-    (0.973, 0.987)
     """
 
-    def __init__(self, n_clusters=8, *, n_components="auto", n_similarity=2, n_dissimilarity=None,
-                 lambda0=0.03, lambda1=0.03, lambda_e=0.001, lambda_a=1.0, lambda2=16.0,
-                 lambda3=16.0, lambda4=16.0, learn_transform=True, assign="graph",
-                 online_fraction=None, online_rate=0.5, init="graph", n_neighbors=5,
-                 n_shared="auto", representation="auto", relabel=0, prototypes=False, max_iter=1,
-                 tol=1e-4, n_init=1, scaling="rms", random_state=None, n_jobs=None, verbose=0,
-                 warm_start=False):
+    def __init__(self, n_clusters=8, *, n_components="auto", n_similarity=2, lambda0=0.03,
+                 lambda1=0.03, lambda_e=0.001, lambda_a=1.0, lambda2=16.0, lambda3=16.0,
+                 lambda4=16.0, learn_transform=True, assign="graph", online_fraction=None,
+                 online_rate=0.5, init="graph", n_neighbors=5, n_shared="auto",
+                 representation="auto", max_iter=1, tol=1e-4, n_init=1, scaling="rms",
+                 random_state=None, n_jobs=None, verbose=0, warm_start=False):
         self.n_clusters = n_clusters
         self.n_components = n_components
         self.n_similarity = n_similarity
-        self.n_dissimilarity = n_dissimilarity
         self.lambda0 = lambda0
         self.lambda1 = lambda1
         self.lambda_e = lambda_e
@@ -451,8 +374,6 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         self.n_neighbors = n_neighbors
         self.n_shared = n_shared
         self.representation = representation
-        self.relabel = relabel
-        self.prototypes = prototypes
         self.max_iter = max_iter
         self.tol = tol
         self.n_init = n_init
@@ -463,17 +384,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         self.warm_start = warm_start
 
     # ------------------------------------------------------------------ validation
-    def _params(self, n_features, fit=True, stream=False, warn=True):
-        """The checked parameters (``fit``: also those a fit needs; a model file need not;
-        ``stream``: for ``partial_fit``, which ``max_iter`` does not bound; ``warn``: give
-        the parameters' warnings, off for the early check of ``fit``, which checks them again
-        in ``_fit_source``)."""
+    def _params(self, n_features):
+        """The checked parameters of a fit on ``n_features`` features (``loop.Params``)."""
         C = check_scalar(self.n_clusters, "n_clusters", low=1, integer=True)
-        if self.n_dissimilarity is not None:
-            Cd = check_scalar(self.n_dissimilarity, "n_dissimilarity", low=1, integer=True)
-            if Cd != C:
-                raise ValueError(f"n_dissimilarity: only None or n_clusters ({C}) is supported "
-                                 f"(one tau per cluster), got {Cd}")
         Cs = check_scalar(self.n_similarity, "n_similarity", low=1, integer=True)
         if isinstance(self.n_components, str):
             check_choice(self.n_components, "n_components", {"auto"})
@@ -503,26 +416,6 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             frac = check_scalar(frac, "online_fraction", low=0.0, low_inclusive=False, high=1.0)
         rate = check_scalar(self.online_rate, "online_rate", low=0.0, high=1.0)
         max_iter = check_scalar(self.max_iter, "max_iter", low=1, integer=True)
-        relabel = check_scalar(self.relabel, "relabel", low=0, integer=True)
-        check_bool(self.prototypes, "prototypes")
-        if fit and rule != "graph":
-            for name, on, off in (("relabel", relabel > 0, "0"),
-                                  ("prototypes", self.prototypes, "False")):
-                if on:
-                    raise ValueError(f"{name}: changes the partition of assign='graph' only, "
-                                     f"got assign={rule!r}; use {name}={off} or "
-                                     "assign='graph'")
-        if fit and relabel > 0 and not self.learn_transform:
-            raise ValueError("relabel: recomputes the partition from the learned map, got "
-                             "learn_transform=False; use relabel=0 or learn_transform=True")
-        if warn and fit and not stream and relabel >= max_iter:
-            # a warning, not an error: a fit in pieces (warm_start, max_iter raised between
-            # the calls) runs the remaining relabel steps in its later calls
-            runs = "no" if max_iter == 1 else f"only {max_iter - 1} of the {relabel}"
-            warnings.warn(f"relabel={relabel} with max_iter={max_iter}: each new partition is "
-                          f"fitted by the next iteration, so {runs} relabel step(s) can run; "
-                          f"use max_iter={relabel + 1} (or more), or a warm_start fit "
-                          "continued to it", UserWarning, stacklevel=user_stacklevel())
         tol = check_scalar(self.tol, "tol", low=0.0)
         check_scalar(self.n_init, "n_init", low=1, integer=True)
         if self.n_jobs is not None:
@@ -532,12 +425,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         check_scalar(self.verbose, "verbose", low=0, integer=True)
         self._scaling_mode()
         return loop.Params(n_clusters=C, n_components=M, n_similarity=Cs, rule=rule,
-                              init=init, online_fraction=frac, online_rate=rate,
-                              n_neighbors=n_neighbors, n_shared=n_shared,
-                              representation=representation, relabel=relabel,
-                              prototypes=bool(self.prototypes),
-                              max_iter=max_iter, tol=tol,
-                              learn_transform=bool(self.learn_transform), **lam)
+                           init=init, online_fraction=frac, online_rate=rate,
+                           n_neighbors=n_neighbors, n_shared=n_shared,
+                           representation=representation, max_iter=max_iter, tol=tol,
+                           learn_transform=bool(self.learn_transform), **lam)
 
     def _check_n_shared(self):
         """``n_shared`` as an int or a tuple of candidate ints (``"auto"``: the default set)."""
@@ -664,7 +555,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         checked = self if warm else clone(self)  # validation sets no attribute of self
         X = checked._check_X(X, reset=not warm)
         X, stats = self._standardise(X, learn=not warm)
-        p = checked._params(X.shape[1], warn=False)  # warned once, by _fit_source
+        p = checked._params(X.shape[1])
         src = memory_source(X, p.n_components if p.learn_transform else X.shape[1])
         src.standardised = True
         try:
@@ -795,15 +686,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         from_fit = not cont and hasattr(self, "_state")
         checked = self if (cont or from_fit) else clone(self)
         X = checked._check_X(X, reset=checked is not self)
-        p = self._params(X.shape[1], stream=True)
-        unused = [f"{k}={v!r}" for k, v, on in (("relabel", p.relabel, p.relabel > 0),
-                                                 ("prototypes", p.prototypes, p.prototypes))
-                  if on]
-        if unused and not cont:   # once per stream
-            warnings.warn(f"partial_fit: {' and '.join(unused)} ignored: a stream keeps the "
-                          "partition of its first chunk (its reference set) and runs no relabel "
-                          "or prototype step; use fit (chunk_size= for data larger than "
-                          "memory) to have them", UserWarning, stacklevel=user_stacklevel())
+        p = self._params(X.shape[1])
         X, stats = self._standardise(X, learn=not (cont or from_fit))
         src = MemoryBlocks(X)
         seed = check_random_state(self.random_state).randint(_INT32_MAX)
@@ -1183,33 +1066,24 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """
         return persistence.save_model(self, path)
 
-    @staticmethod
-    def _max_graph_copies(n_ref, p):
-        """The largest near-copy factor a graph fit of ``n_ref`` reference rows can record
-        (:func:`ntnumba.partition.graph.max_copy_factor`; :func:`load` refuses a larger one)."""
-        return graph.max_copy_factor(n_ref, p.n_neighbors)
-
-    def _restore_loaded(self, p, prototypes_pending=False, rng_state=None, ref_rows=None,
-                        stream=None, sums_kept=True, copies=None):
+    def _restore_loaded(self, p, rng_state=None, ref_rows=None, stream=None, sums_kept=True):
         """The iterate of a model read by :func:`load` (its arrays set and checked;
-        ``prototypes_pending``: the file's prototype step is still to be done; ``rng_state``:
-        the fit's random stream, None in files before version 3: restarted; ``ref_rows``: the
-        training rows of the graph rule's reference set ``_fit_X``, None: all, in order;
+        ``rng_state``: the fit's random stream, None in files before version 3: restarted;
+        ``ref_rows``: the training rows of the graph rule's reference set ``_fit_X``, None:
+        all, in order;
         ``stream``: ``partial_fit``'s running sums (``persistence._read_stream``), None: the
-        file has none; ``sums_kept``: the file's version stores them when there are any;
-        ``copies``: the graph's near-copy factor, None: not in the file, measured again)."""
+        file has none; ``sums_kept``: the file's version stores them when there are any)."""
         self._p = p
         A = self.components_
         self._state = loop.State(
             A=A if p.learn_transform else None, tau=self.dissimilarity_,
             nu=self.similarity_, labels=self.labels_, similarity_labels=self.similarity_labels_,
             objective_history=list(self.objective_history_), n_iter=self.n_iter_,
-            prototypes_pending=bool(prototypes_pending),
             initial_labels=getattr(self, "initial_labels_", None))
         if p.rule == "graph":
             self._state.graph = {"n_shared": self.n_shared_, "graph_cut": self.graph_cut_,
                                  "mean": self.shared_mean_, "V": self.shared_components_,
-                                 "ref_rows": ref_rows, "copies": copies}
+                                 "ref_rows": ref_rows}
         self._rng_state = (np.random.RandomState(0).get_state() if rng_state is None
                            else rng_state)
         if stream is not None:  # the next partial_fit continues the saved stream

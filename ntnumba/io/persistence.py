@@ -38,11 +38,7 @@ key                       content
 ``fit_labels_``           ``assign="graph"`` only (version 3): int64, (n_ref,), their clusters
 ``ref_rows_``             ``assign="graph"`` only (version 3), fits of more than 20000 rows:
                           int64, (n_ref,), increasing, the rows of ``fit_X_`` among the training
-``graph_copies_``         ``assign="graph"`` only, optional (version 3): integer, the near-copy
-                          factor of the partition's graph
 ``stream_count_``, ...    ``partial_fit`` only (version 3): its running sums (``stream_*_``)
-``prototypes_pending_``   optional: integer 1 when a fit with ``prototypes=True`` was
-                          interrupted inside its prototype step (a ``warm_start`` does it)
 ========================  =====================================================================
 
 ``components_``, ``dissimilarity_`` and ``similarity_`` share one dtype (float32 or float64, the
@@ -59,6 +55,8 @@ memory), then checks the values (finite, labels in range, a valid random state a
 factor). ``save`` writes a temporary file in the destination folder, syncs and renames it, keeps
 an existing file's permission bits and writes through a symbolic link; the full description is
 ``docs/model_format.md``.
+Files that hold the removed options ``relabel``, ``prototypes`` and ``n_dissimilarity`` (and
+the entries ``graph_copies_`` and ``prototypes_pending_``) load with those ignored.
 """
 import contextlib
 import json
@@ -98,6 +96,8 @@ _MT_KEYS = 624  # words of the MT19937 state of numpy.random.RandomState
 # must not be negative
 _STREAM_THETA = ("count", "sum_q", "sum_qq", "sum_wy_pos", "sum_wy_neg", "sum_yy")
 _STREAM_NONNEGATIVE = ("count", "sum_qq", "sum_yy")
+# parameters of earlier versions that files may still hold in ``params``: ignored on load
+_REMOVED_PARAMS = ("relabel", "prototypes", "n_dissimilarity")
 
 
 def _stream_payload(model):
@@ -202,13 +202,8 @@ def save_model(model, path):
     rows = model._ref_rows() if hasattr(model, "_ref_rows") else None
     if rows is not None:
         payload["ref_rows_"] = np.asarray(rows, dtype=np.int64)
-    copies = (getattr(getattr(model, "_state", None), "graph", None) or {}).get("copies")
-    if copies is not None:
-        payload["graph_copies_"] = np.array(int(copies))
     if getattr(model, "_rng_state", None) is not None:
         payload["rng_state_"] = _rng_to_array(model._rng_state)
-    if getattr(getattr(model, "_state", None), "prototypes_pending", False):
-        payload["prototypes_pending_"] = np.array(1)
     path = os.fspath(path)
     if not path.endswith(".npz"):
         path += ".npz"
@@ -577,7 +572,10 @@ def _load(f, path, factory):
     if missing:
         raise ValueError(f"path: {path} is missing {missing}: truncated or corrupted model file")
     try:
-        model = factory(**_params_from_json(f.scalar("params", str)))
+        params = _params_from_json(f.scalar("params", str))
+        for name in _REMOVED_PARAMS:  # options of older versions, ignored
+            params.pop(name, None)
+        model = factory(**params)
     except (ValueError, TypeError, RecursionError) as exc:
         raise ValueError(f"path: {path}: unreadable parameters ({type(exc).__name__}: {exc}): "
                          "corrupted model file") from None
@@ -587,7 +585,7 @@ def _load(f, path, factory):
     if N < 1:
         f.fail(f"n_features_in_ is {N}")
     try:
-        p = model._params(N, fit=False)
+        p = model._params(N)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"path: {path}: invalid parameters ({exc}): corrupted model "
                          "file") from None
@@ -639,7 +637,6 @@ def _load(f, path, factory):
         model.feature_names_in_ = f.array("feature_names_in_", (N,), "U",
                                           max_bytes=4 * _MAX_NAME * N).astype(object)
     ref_rows = None
-    copies = None
     if p.rule == "graph":
         r = model.n_shared_
         if not 0 <= r <= N:
@@ -654,12 +651,6 @@ def _load(f, path, factory):
             f.fail(f"the reference set has {n_ref} rows, more than the {n} training samples "
                    "it is a sample of")
         model._fit_X = f.array("fit_X_", (n_ref, N), float_kinds)
-        if "graph_copies_" in f:
-            copies = f.scalar("graph_copies_", int)
-            top = model._max_graph_copies(n_ref, p)
-            if not 1 <= copies <= top:
-                f.fail(f"graph_copies_ is {copies}, outside [1, {top}] (the near-copy factors "
-                       f"a fit with n_neighbors={p.n_neighbors} on {n_ref} rows can measure)")
         if "ref_rows_" in f:
             ref_rows = f.array("ref_rows_", (n_ref,), "iu").astype(np.int64)
             if ref_rows.size and not (0 <= ref_rows[0] and ref_rows[-1] < n
@@ -667,7 +658,6 @@ def _load(f, path, factory):
                 f.fail(f"ref_rows_ must be increasing rows of [0, {n})")
     stream = _read_stream(f, C, Cs, M, N, p.learn_transform)
     _check_arrays(model, path)
-    pending = "prototypes_pending_" in f and f.scalar("prototypes_pending_", int) == 1
-    model._restore_loaded(p, prototypes_pending=pending, rng_state=rng_state, ref_rows=ref_rows,
-                          stream=stream, sums_kept=version >= 3, copies=copies)
+    model._restore_loaded(p, rng_state=rng_state, ref_rows=ref_rows, stream=stream,
+                          sums_kept=version >= 3)
     return model
