@@ -43,7 +43,9 @@ nitpicky = True
 # targets outside this site (no intersphinx: the build is offline) and private modules
 nitpick_ignore = [("py:func", "numpy.roots"), ("py:class", "matplotlib.figure.Figure"),
                   ("py:mod", "argparse"), ("py:class", "argparse.ArgumentParser")]
-nitpick_ignore_regex = [(r"py:.*", r"ntnumba\._\w+(\..*)?")]
+nitpick_ignore_regex = [(r"py:.*", r"ntnumba\._\w+(\..*)?"),
+                        # the internal layers are not part of the API reference
+                        (r"py:.*", r"ntnumba\.(core|model|partition|engine|io|estimators)(\..*)?")]
 
 # ---- Markdown (MyST): the pages stay readable on the code host
 myst_enable_extensions = ["dollarmath", "colon_fence"]
