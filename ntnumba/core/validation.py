@@ -126,7 +126,7 @@ def check_scalar(value, name, *, low=None, low_inclusive=True, high=None, intege
     if isinstance(value, bool) or not isinstance(value, kind):
         what = "an integer" if integer else "a real number"
         raise TypeError(f"{name}: expected {what}, got {value!r}")
-    if not np.isfinite(value):
+    if not isinstance(value, numbers.Integral) and not np.isfinite(value):  # ints: finite
         raise ValueError(f"{name}: must be finite, got {value!r}")
     if low is not None and (value < low or (not low_inclusive and value == low)):
         op = ">=" if low_inclusive else ">"
@@ -159,3 +159,130 @@ def check_seed(value, name="random_state"):
         raise ValueError(f"{name}: an integer seed must be in [0, 2**32 - 1], got {value!r}")
     raise TypeError(f"{name}: expected None, an int in [0, 2**32 - 1] or a "
                     f"numpy.random.RandomState, got {value!r}")
+
+
+# ------------------------------------------------------------------ declarative parameters
+class Interval:
+    """A real (``kind=numbers.Real``) or integer (``numbers.Integral``) parameter in a range.
+
+    One entry of an estimator's ``_parameter_constraints`` (scikit-learn's ``Interval`` in
+    spirit, with this package's messages: :func:`check_scalar`). Integers are at most
+    ``2**63 - 1`` unless ``high`` says less.
+
+    Examples
+    --------
+    >>> import numbers
+    >>> from ntnumba.core.validation import Interval, validate_params
+    >>> validate_params({"k": 3}, {"k": [Interval(numbers.Integral, 1)]})
+    {'k': 3}
+    >>> validate_params({"k": 10**20}, {"k": [Interval(numbers.Integral, 1)]})
+    Traceback (most recent call last):
+    ...
+    ValueError: k: must be <= 9223372036854775807, got 100000000000000000000
+    """
+
+    def __init__(self, kind, low=None, high=None, *, low_inclusive=True):
+        self.integer = issubclass(kind, numbers.Integral)
+        self.low, self.high, self.low_inclusive = low, high, low_inclusive
+        if self.integer and high is None:
+            self.high = 2 ** 63 - 1
+
+    def accepts(self, value):
+        kind = numbers.Integral if self.integer else numbers.Real
+        return isinstance(value, kind) and not isinstance(value, bool)
+
+    def check(self, value, name):
+        return check_scalar(value, name, low=self.low, low_inclusive=self.low_inclusive,
+                            high=self.high, integer=self.integer)
+
+    def __str__(self):
+        what = "an integer" if self.integer else "a real number"
+        if self.low is not None:
+            what += f" {'>=' if self.low_inclusive else '>'} {self.low}"
+        return what
+
+
+class Options:
+    """One of a few strings (``Options("auto")``, ``Options("graph", "objective")``)."""
+
+    def __init__(self, *choices):
+        self.choices = set(choices)
+
+    def accepts(self, value):
+        return isinstance(value, str)
+
+    def check(self, value, name):
+        return check_choice(value, name, self.choices)
+
+    def __str__(self):
+        return " or ".join(repr(c) for c in sorted(self.choices))
+
+
+class Boolean:
+    """True or False (NumPy booleans included)."""
+
+    def accepts(self, value):
+        return isinstance(value, (bool, np.bool_))
+
+    def check(self, value, name):
+        return check_bool(value, name)
+
+    def __str__(self):
+        return "a bool"
+
+
+class Seed:
+    """A ``random_state``: None, an int in [0, 2**32 - 1] or a ``numpy.random.RandomState``."""
+
+    def accepts(self, value):
+        return True
+
+    def check(self, value, name):
+        return check_seed(value, name)
+
+    def __str__(self):
+        return "a random_state"
+
+
+class Sequence:
+    """A non-empty list or tuple whose every item satisfies ``item`` (returned as a tuple)."""
+
+    def __init__(self, item):
+        self.item = item
+
+    def accepts(self, value):
+        return isinstance(value, (list, tuple, np.ndarray))
+
+    def check(self, value, name):
+        if len(value) == 0:
+            raise ValueError(f"{name}: expected a non-empty sequence, got an empty one")
+        return tuple(self.item.check(v, name) for v in value)
+
+    def __str__(self):
+        return f"a non-empty sequence of {self.item}s"
+
+
+def validate_params(values, constraints):
+    """Check every parameter of ``values`` (name -> value) against ``constraints`` (name ->
+    list of alternatives: :class:`Interval`, :class:`Options`, :class:`Boolean`,
+    :class:`Seed`, :class:`Sequence` or ``None`` for the value None); returns the checked
+    values (ints as int, reals as float, sequences as tuples).
+
+    The first alternative that takes the value's type decides, with its own message naming the
+    parameter; a value of no accepted type is a ``TypeError`` listing the alternatives.
+    """
+    out = {}
+    for name, alternatives in constraints.items():
+        value = values[name]
+        for alt in alternatives:
+            if alt is None:
+                if value is None:
+                    out[name] = None
+                    break
+            elif alt.accepts(value):
+                out[name] = alt.check(value, name)
+                break
+        else:
+            allowed = " or ".join("None" if a is None else str(a) for a in alternatives)
+            raise TypeError(f"{name}: expected {allowed}, got {value!r}")
+    return out
