@@ -60,6 +60,18 @@ def _own_private_names(tree):
             names.add(node.attr)
         elif isinstance(node, ast.arg):
             names.add(node.arg)
+    # attributes a class sets through ``vars(self).update(...)``: keys (or keywords) of this
+    # module that it also reads as ``self.<name>``
+    on_self = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+               and isinstance(node.value, ast.Name) and node.value.id == "self"}
+    keys = {k.value for node in ast.walk(tree) if isinstance(node, ast.Dict)
+            for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    keys |= {kw.arg for node in ast.walk(tree) if isinstance(node, ast.Call)
+             for kw in node.keywords if kw.arg}
+    keys |= {node.slice.value for node in ast.walk(tree)
+             if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
+             and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)}
+    names |= keys & on_self
     return {n for n in names if _private(n)}
 
 
