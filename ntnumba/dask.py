@@ -41,7 +41,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
                       "python -m pip install 'ntnumba[dask]'") from exc
 
 from .estimators.clustering import NTClustering as _NTClustering
-from .estimators.clustering import is_fitted_name
+from .estimators.clustering import fit_source, fitted_parts, set_fitted
 from .engine.sources import Blocks, check_source, max_abs, read_block, sum_square
 
 __all__ = ["NTClustering", "DaskBackend", "ClusterError"]
@@ -445,22 +445,22 @@ class NTClustering(_NTClustering):
         """
         be = DaskBackend(_client(client), X, timeout=timeout)
         try:
-            return self._fit_source(be, callback)
+            return fit_source(self, be, callback)
         finally:
             be.close()
 
-    def _set_fitted(self, attrs, checked=None, src=None):
+    def _set_fitted(self, attrs, fitted, checked=None, src=None):
         """The fitted state, with a plain local model for predictions and ``labels_`` as dask
         arrays chunked like the rows of ``X``."""
         loc = _NTClustering(**self.get_params())
-        _NTClustering._set_fitted(loc, dict(attrs))
-        attrs["_local_"] = loc._portable()
+        set_fitted(loc, *fitted.portable(attrs))
+        attrs["_local_"] = loc
         if src is not None:
             chunks = (src.X.chunks[0],)
             attrs["labels_"] = da.from_array(attrs["labels_"], chunks=chunks)
             attrs["similarity_labels_"] = da.from_array(attrs["similarity_labels_"],
                                                         chunks=chunks)
-        super()._set_fitted(attrs, checked)
+        set_fitted(self, attrs, fitted, checked)
 
     def partial_fit(self, X, y=None, *, forget=1.0):
         """Not distributed: use :meth:`ntnumba.NTClustering.partial_fit` on the client.
@@ -524,17 +524,19 @@ class NTClustering(_NTClustering):
         ('ntnumba.estimators.clustering', (40,))
         """
         self._local()  # NotFittedError when not fitted
-        attrs = {k: v for k, v in vars(self).items() if is_fitted_name(k) and k != "_local_"}
+        attrs, fitted = fitted_parts(self)
+        attrs.pop("_local_", None)
         lazy = [k for k, v in attrs.items() if isinstance(v, da.Array)]
         computed = dict(zip(lazy, dask.compute(*[attrs[k] for k in lazy])))
         # the computed arrays are new already; the reference rows (up to REFERENCE_SIZE rows,
         # private) are shared; everything else is copied
-        ref = attrs.get("_fit_X")
+        ref = fitted.ref_X
         memo = {} if ref is None else {id(ref): ref}
-        attrs = copy.deepcopy({k: v for k, v in attrs.items() if k not in computed}, memo)
+        attrs, fitted = copy.deepcopy(
+            ({k: v for k, v in attrs.items() if k not in computed}, fitted), memo)
         attrs.update(computed)
         local = _NTClustering(**self.get_params())
-        _NTClustering._set_fitted(local, attrs)
+        set_fitted(local, attrs, fitted)
         return local
 
     def predict(self, X, reject=None):

@@ -277,12 +277,10 @@ def assignment_scores(model, X):
     >>> bool(np.array_equal(model.predict(X, reject=t) == -1, score > t))
     True
     """
-    from sklearn.utils.validation import check_is_fitted
+    from .estimators.clustering import candidate_scores
 
-    check_is_fitted(model)
-    X = model._check_X(X, reset=False)
-    _, _, _, scores = model._stage1(X)
-    n = X.shape[0]
+    scores = candidate_scores(model, X)
+    n = scores.shape[0]
     flat = np.asarray(scores, dtype=np.float64).reshape(n, -1)
     score = flat.min(axis=1)
     if scores.ndim != 3 or scores.shape[1] < 2:

@@ -91,7 +91,7 @@ def _naive_codes(model, X):
     """The rows the graph rule compares for ``X``, from the public fitted attributes: scaled,
     centred, shared directions removed, and (8 features: the few-features rule) one constant
     coordinate, the median distance of a scaled training row from the training mean."""
-    train = np.asarray(model._fit_X, dtype=np.float64)
+    train = np.asarray(model._fitted.ref_X, dtype=np.float64)
     mu = train.mean(axis=0)
     c = float(np.median([math.sqrt(sum((v - m) ** 2 for v, m in zip(row, mu))) for row in train]))
     Qc = np.asarray(X, dtype=np.float64) * model.scale_ - model.shared_mean_
@@ -195,10 +195,10 @@ def test_chunked_fit_beyond_the_reference_set_predicts_its_labels(X, monkeypatch
     from ntnumba.engine import loop as _driver
     monkeypatch.setattr(_driver, "REFERENCE_SIZE", 30)
     model = NTClustering(3, n_components=24, random_state=0).fit(X, chunk_size=40)
-    assert model._fit_X.shape[0] == 30
+    assert model._fitted.ref_X.shape[0] == 30
     np.testing.assert_array_equal(model.predict(X), model.labels_)
     P = model.predict_proba(X)
-    others = np.setdiff1d(np.arange(len(X)), model._state.graph["ref_rows"])
+    others = np.setdiff1d(np.arange(len(X)), model._fitted.state.graph["ref_rows"])
     assert others.size == len(X) - 30
     np.testing.assert_array_equal(P[others].argmax(axis=1), model.labels_[others])
     np.testing.assert_allclose(model.probabilities_, P[np.arange(len(X)), model.labels_],

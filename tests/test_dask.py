@@ -349,13 +349,14 @@ def test_to_local_has_every_row_as_the_in_memory_fit(client, monkeypatch, tmp_pa
     model.to_local().fit(X[::-1])
     np.testing.assert_array_equal(model.predict(X), pred)
     # and its own arrays and fitted state: changing them in place leaves the Dask model alone
-    local, A, tau = model.to_local(), model.components_.copy(), model._state.tau.copy()
+    local, A, tau = model.to_local(), model.components_.copy(), model._fitted.state.tau.copy()
     local.components_ *= 2
-    local._state.tau *= 2
+    local._fitted.state.tau *= 2
     np.testing.assert_array_equal(model.components_, A)
-    np.testing.assert_array_equal(model._state.A, A)
-    np.testing.assert_array_equal(model._state.tau, tau)
+    np.testing.assert_array_equal(model._fitted.state.A, A)
+    np.testing.assert_array_equal(model._fitted.state.tau, tau)
     np.testing.assert_array_equal(model.predict(X), pred)
     shared = [k for k, v in vars(model).items() if isinstance(v, np.ndarray)
               and k in vars(local) and np.shares_memory(v, getattr(local, k))]
-    assert shared == ["_fit_X"] and local._state is not model._state
+    assert shared == [] and local._fitted.state is not model._fitted.state
+    assert local._fitted.ref_X is model._fitted.ref_X

@@ -106,7 +106,7 @@ def test_copies_of_reference_rows_take_their_scores(monkeypatch, chunk_size):
     X = 0.7 * rng.standard_normal((3, 8))[y] + rng.standard_normal((150, 8))
     X = np.r_[X, X[:60]]  # rows 150..209 repeat rows 0..59
     m = NTClustering(3, n_components=24, random_state=0).fit(X, chunk_size=chunk_size)
-    ref = set(m._state.graph["ref_rows"].tolist())
+    ref = set(m._fitted.state.graph["ref_rows"].tolist())
     orig = np.array([i for i in range(60) if i in ref])
     assert orig.size > 10
     np.testing.assert_array_equal(m.outlier_scores_[orig + 150], m.outlier_scores_[orig])

@@ -131,7 +131,7 @@ def test_final_labels_are_stage1_of_the_kept_restart(assign):
                      max_iter=3).fit(X)
     Q = _driver.compute_Q(m._scaled(X, m.scale_), m.components_, True)
     fixed = m.labels_ if assign == "graph" else None
-    lab, sim = _passes.stage1(Q, m.dissimilarity_, m.similarity_, m._p, fixed)[:2]
+    lab, sim = _passes.stage1(Q, m.dissimilarity_, m.similarity_, m._fitted.params, fixed)[:2]
     np.testing.assert_array_equal(m.labels_, lab)
     np.testing.assert_array_equal(m.similarity_labels_, sim)
 

@@ -64,10 +64,10 @@ def _assert_same_model(a, b, X):
             assert (x.dtype, x.shape) == (y.dtype, y.shape), name
         np.testing.assert_array_equal(x, y, err_msg=name)
     assert a.get_params() == b.get_params()
-    assert hasattr(a, "_fit_X") == hasattr(b, "_fit_X")
-    if hasattr(a, "_fit_X"):
-        np.testing.assert_array_equal(a._fit_X, b._fit_X)
-        np.testing.assert_array_equal(a._fit_ref_labels(), b._fit_ref_labels())
+    assert (a._fitted.ref_X is None) == (b._fitted.ref_X is None)
+    if a._fitted.ref_X is not None:
+        np.testing.assert_array_equal(a._fitted.ref_X, b._fitted.ref_X)
+        np.testing.assert_array_equal(a._fitted.reference_labels(a.labels_), b._fitted.reference_labels(b.labels_))
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
     np.testing.assert_array_equal(a.predict(X, reject="auto"), b.predict(X, reject="auto"))
     np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
@@ -227,10 +227,10 @@ def test_round_trip_reference_sample(X, tmp_path, monkeypatch):
     from ntnumba.engine import loop as _driver
     monkeypatch.setattr(_driver, "REFERENCE_SIZE", 20)
     m = NTClustering(3, n_components=10, max_iter=1, random_state=0).fit(X, chunk_size=10)
-    assert m._ref_rows() is not None and m.labels_.shape == (len(X),)
+    assert m._fitted.ref_rows() is not None and m.labels_.shape == (len(X),)
     loaded = ntnumba.load(m.save(tmp_path / "m"))
     _assert_same_model(m, loaded, X)
-    np.testing.assert_array_equal(loaded._ref_rows(), m._ref_rows())
+    np.testing.assert_array_equal(loaded._fitted.ref_rows(), m._fitted.ref_rows())
     for est in (m, loaded):
         est.set_params(warm_start=True, max_iter=2, tol=0.0).fit(X, chunk_size=10)
     _assert_same_model(m, loaded, X)
@@ -338,7 +338,7 @@ def test_version_2_files_load_without_the_new_fields(X, tmp_path):
     assert not hasattr(old, "initial_labels_")
     assert set(_fitted_public(m)) - set(_fitted_public(old)) == {"initial_labels_"}
     np.testing.assert_array_equal(old.predict(X), m.predict(X))
-    np.testing.assert_array_equal(old._fit_ref_labels(), m._fit_labels)
+    np.testing.assert_array_equal(old._fitted.reference_labels(old.labels_), m._fitted.ref_labels)
     old.set_params(warm_start=True, max_iter=2).fit(X)   # the random stream restarts
     assert old.n_iter_ == 2 and not hasattr(old, "initial_labels_")
 
@@ -773,9 +773,9 @@ def test_crafted_entries(model, graph_model, tmp_path, which, key, value, match)
 
 
 @pytest.mark.parametrize("key, value, match", [
-    ("fit_X_", lambda m: np.where(np.arange(5) == 2, np.nan, m._fit_X), "fit_X_"),
-    ("fit_X_", lambda m: m._fit_X[:, :4], "fit_X_ has shape"),
-    ("fit_X_", lambda m: m._fit_X[:-1], "fit_X_ has shape"),
+    ("fit_X_", lambda m: np.where(np.arange(5) == 2, np.nan, m._fitted.ref_X), "fit_X_"),
+    ("fit_X_", lambda m: m._fitted.ref_X[:, :4], "fit_X_ has shape"),
+    ("fit_X_", lambda m: m._fitted.ref_X[:-1], "fit_X_ has shape"),
     ("shared_mean_", lambda m: np.full_like(m.shared_mean_, np.inf), "shared_mean_"),
     ("shared_mean_", lambda m: m.shared_mean_[:3], "shared_mean_ has shape"),
     ("shared_components_", lambda m: np.ones((1, 10)), "shared_components_ has shape"),
@@ -784,13 +784,13 @@ def test_crafted_entries(model, graph_model, tmp_path, which, key, value, match)
     ("n_shared_", lambda m: np.array(11), "n_shared_ is 11"),
     ("n_shared_", lambda m: np.array(-1), "n_shared_ is -1"),
     ("graph_cut_", lambda m: np.array(np.inf), "graph_cut_"),
-    ("fit_labels_", lambda m: m._fit_labels[:-1], "fit_X_ has shape"),
-    ("fit_labels_", lambda m: np.full_like(m._fit_labels, 3), "fit_labels_ outside"),
-    ("fit_labels_", lambda m: m._fit_labels.astype(np.float64), "'fit_labels_' has dtype"),
-    ("fit_labels_", lambda m: m._fit_labels.reshape(-1, 1), "fit_labels_ has shape"),
-    ("ref_rows_", lambda m: np.arange(len(m._fit_labels))[::-1], "ref_rows_ must be incr"),
-    ("ref_rows_", lambda m: np.arange(len(m._fit_labels)) + 1, r"ref_rows_ .*\[0, 36\)"),
-    ("ref_rows_", lambda m: np.arange(len(m._fit_labels) - 1), "ref_rows_ has shape"),
+    ("fit_labels_", lambda m: m._fitted.ref_labels[:-1], "fit_X_ has shape"),
+    ("fit_labels_", lambda m: np.full_like(m._fitted.ref_labels, 3), "fit_labels_ outside"),
+    ("fit_labels_", lambda m: m._fitted.ref_labels.astype(np.float64), "'fit_labels_' has dtype"),
+    ("fit_labels_", lambda m: m._fitted.ref_labels.reshape(-1, 1), "fit_labels_ has shape"),
+    ("ref_rows_", lambda m: np.arange(len(m._fitted.ref_labels))[::-1], "ref_rows_ must be incr"),
+    ("ref_rows_", lambda m: np.arange(len(m._fitted.ref_labels)) + 1, r"ref_rows_ .*\[0, 36\)"),
+    ("ref_rows_", lambda m: np.arange(len(m._fitted.ref_labels) - 1), "ref_rows_ has shape"),
 ])
 def test_crafted_graph_entries(graph_model, tmp_path, key, value, match):
     src = graph_model.save(tmp_path / "g")

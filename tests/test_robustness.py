@@ -226,7 +226,7 @@ def test_objective_finite_every_iteration_and_reseeding_reported(capsys):
     assert np.all(np.isfinite(model.objective_history_))
     err = capsys.readouterr().err
     assert "re-seeded clusters" in err
-    assert model._state.reseeded, "re-seeding must be recorded"
+    assert model._fitted.state.reseeded, "re-seeding must be recorded"
 
 
 def test_invalid_candidates_never_win_in_a_fit():

@@ -117,5 +117,6 @@ def test_refit_on_other_features_replaces_everything(data):
     assert hasattr(model, "n_shared_")
     model.set_params(assign="objective", init="k-means++").fit(X[:, :6])
     assert model.n_features_in_ == 6
-    for k in ("n_shared_", "graph_cut_", "shared_mean_", "_fit_X", "_fit_labels"):
+    for k in ("n_shared_", "graph_cut_", "shared_mean_"):
         assert not hasattr(model, k), k
+    assert model._fitted.ref_X is None and model._fitted.ref_labels is None

@@ -29,6 +29,7 @@ from ..partition import select
 from ..partition.graph import DEFAULT_SHARED, graph_init_tau
 from ..core.parallel import blas_context  # noqa: F401 - the fit's BLAS policy, used as _driver.blas_context
 from .passes import compute_Q  # noqa: F401 - the driver's name for it
+from .fitted import FittedModel
 from .sources import MemoryBlocks, block_rows
 from ..model.theta import data_terms, prior_up, solve_theta, theta_objective
 from ..model.transform import TransformStatistics, stage3_regulariser, stage3_regulariser_sv, update_transform
@@ -592,7 +593,8 @@ def partial(src, state, rng, p, stream, forget, seed, *, verbose=0):
 
     ``state`` None: initialise from the chunk. ``stream``: ``{"theta", "transform"}`` running
     sums (None at the start) and ``"ref"`` (the graph rule's reference set ``(X, labels)``,
-    None: the chunk's partition becomes it). Returns ``(fitted attributes, new stream)``;
+    None: the chunk's partition becomes it). Returns ``(public fitted attributes,
+    FittedModel, new stream)``;
     nothing is changed when it raises (an interrupt included).
     """
     ctx = Context(src, gram=gram(src) if p.learn_transform else None, forget=forget,
@@ -611,9 +613,10 @@ def partial(src, state, rng, p, stream, forget, seed, *, verbose=0):
     new = run(ctx, state, replace(p, max_iter=state.n_iter + 1), rng, verbose=verbose)
     if new.interrupted:
         raise KeyboardInterrupt
-    attrs = fitted_attributes(ctx, new, rng, p, seed)
-    return attrs, {"theta": ctx.theta_sums, "transform": ctx.transform_sums, "ref": ref,
-                   "scale": src.scale, "n_seen": stream.get("n_seen", 0) + src.n}
+    attrs, fitted = fitted_attributes(ctx, new, rng, p, seed)
+    return attrs, fitted, {"theta": ctx.theta_sums, "transform": ctx.transform_sums,
+                           "ref": ref, "scale": src.scale,
+                           "n_seen": stream.get("n_seen", 0) + src.n}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -635,17 +638,18 @@ def warn_zero_codes(nonzero, q_max, p, scale):
 
 
 def fitted_attributes(ctx, state, rng, p, seed):
-    """The fitted attributes of :class:`ntnumba.NTClustering` from the final iterate (a dict;
-    the estimator assigns them all at once). ``labels_`` and ``similarity_labels_``: Stage 1
-    with the final parameters over the source's blocks (the soft scores of the training rows
-    are the estimator's, see ``NTClustering._with_training_scores``)."""
+    """``(attrs, fitted)``: the public fitted attributes of :class:`ntnumba.NTClustering` from
+    the final iterate (a dict; the estimator assigns them all at once) and the
+    :class:`~ntnumba.engine.fitted.FittedModel`. ``labels_`` and ``similarity_labels_``:
+    Stage 1 with the final parameters over the source's blocks (the soft scores of the
+    training rows are the estimator's)."""
     src = ctx.src
     if p.rule == "graph" and state.graph is None:  # dropped after the last iteration
         state = state.copy()
         _set_graph(ctx, state, p, np.random.RandomState(seed))
     A = state.A if state.A is not None else np.eye(src.N, dtype=src.dtype)
-    out = {"_state": state, "_rng_state": rng.get_state(), "_p": p, "scale_": src.scale,
-           "n_features_in_": src.N, "components_": A, "dissimilarity_": state.tau,
+    fitted = FittedModel(params=p, state=state, rng_state=rng.get_state())
+    out = {"scale_": src.scale, "n_features_in_": src.N, "components_": A, "dissimilarity_": state.tau,
            "similarity_": state.nu, "n_iter_": state.n_iter,
            "objective_history_": np.asarray(state.objective_history, dtype=np.float64)}
     if state.initial_labels is not None:
@@ -661,10 +665,11 @@ def fitted_attributes(ctx, state, rng, p, seed):
         warn_zero_codes(sum(r[2] for r in res), max((r[3] for r in res), default=0.0), p,
                         src.scale)
         if p.rule != "graph":
-            return out
+            return out, fitted
     r = int(state.graph["n_shared"])
     out.update(graph_cut_=float(state.graph["graph_cut"]), n_shared_=r,
                shared_mean_=np.asarray(state.graph["mean"], dtype=np.float64),
-               shared_components_=np.asarray(state.graph["V"], dtype=np.float64),
-               _fit_X=ctx.ref_X, _fit_labels=np.asarray(ctx.ref_labels, dtype=np.int64))
-    return out
+               shared_components_=np.asarray(state.graph["V"], dtype=np.float64))
+    fitted.ref_X = ctx.ref_X
+    fitted.ref_labels = np.asarray(ctx.ref_labels, dtype=np.int64)
+    return out, fitted

@@ -18,14 +18,14 @@ from ..engine.passes import best_scores as _best_scores
 from ..engine.passes import tukey_fence as _tukey_fence
 from ..model.stage1 import RULES, assign
 from ..engine.sources import LocalBackend, MemoryBlocks, memory_source
-from ..model.transform import TransformStatistics
 from ..core.validation import check_bool, check_choice, check_finite, check_scalar, check_seed
 from ..core.validation import user_stacklevel
 
 INITS = {"random", "k-means++", "kmeans", "graph"}
 _INT32_MAX = np.iinfo(np.int32).max
-# fitted attributes that do not end with "_" (replaced as a whole by every fit)
-_FITTED_PRIVATE = ("_state", "_rng_state", "_p", "_fit_X", "_fit_labels", "_stream_")
+# the fitted attribute that does not end with "_" (replaced as a whole by every fit): the
+# FittedModel that predictions, model files and the Dask backend read
+_FITTED_PRIVATE = ("_fitted",)
 ASSIGN_RULES = set(RULES) | {"graph"}
 
 
@@ -60,15 +60,15 @@ def set_training_scores(est, labels, outlier_scores, proba):
     ``outlier_scores_`` (the score ``predict(X, reject=...)`` thresholds, per training sample),
     ``probabilities_`` (``proba[i, labels[i]]``, the soft score of the sample's own cluster,
     from :meth:`NTClustering.predict_proba`'s definition) and ``reject_threshold_`` (graph
-    rule: the largest leave-one-out score of the reference set ``_fit_X``; otherwise Tukey's
+    rule: the largest leave-one-out score of the reference set; otherwise Tukey's
     far-out fence of them, see ``predict``).
     """
     outlier_scores = np.asarray(outlier_scores, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.int64)
     est.outlier_scores_ = outlier_scores
     est.probabilities_ = np.asarray(proba, dtype=np.float64)[np.arange(labels.size), labels]
-    if est._p.rule == "graph":
-        est.reject_threshold_ = float(np.max(est._ref_values(outlier_scores)))
+    if est._fitted.params.rule == "graph":
+        est.reject_threshold_ = float(np.max(est._fitted.reference_values(outlier_scores)))
     else:
         est.reject_threshold_ = _tukey_fence(outlier_scores)
 
@@ -77,7 +77,7 @@ def _pass_soft_scores(Xk, carry, match_k, est, index):
     """Pass over a block of training rows: ``est._soft_scores`` (``match_k``: the reference
     row of each row, see ``NTClustering._graph_vote``; a row outside the reference sample
     that equals a reference row is matched to it, as in ``predict``, by ``index``, the
-    :class:`ntnumba.engine.passes.RowIndex` of the reference rows ``est._fit_X``; None: every row
+    :class:`ntnumba.engine.passes.RowIndex` of the reference rows; None: every row
     is matched already, or the rule votes with no reference set)."""
     if index is not None:
         match_k = (np.full(Xk.shape[0], -1, dtype=np.int64) if match_k is None
@@ -551,7 +551,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                 return self._fit_source(src, callback)
             finally:
                 src.close()
-        warm = self.warm_start and hasattr(self, "_state")
+        warm = self.warm_start and hasattr(self, "_fitted")
         checked = self if warm else clone(self)  # validation sets no attribute of self
         X = checked._check_X(X, reset=not warm)
         X, stats = self._standardise(X, learn=not warm)
@@ -573,7 +573,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """
         if not isinstance(self.warm_start, (bool, np.bool_)):
             raise TypeError(f"warm_start: expected a bool, got {self.warm_start!r}")
-        warm = self.warm_start and hasattr(self, "_state")
+        warm = self.warm_start and hasattr(self, "_fitted")
         p = self._params(src.N)
         if self._scaling_mode() == "standard" and not getattr(src, "standardised", False):
             raise ValueError("scaling: 'standard' is not supported by the chunked and Dask "
@@ -592,33 +592,26 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             src.set_scale(self.scale_ if warm else loop.rms_scale(src, self._scaling_mode()))
             w = None
             if warm:
-                w = (self._state, np.random.RandomState())
-                w[1].set_state(self._rng_state)
+                w = (self._fitted.state, np.random.RandomState())
+                w[1].set_state(self._fitted.rng_state)
             state, rng, ctx = loop.fit(src, p, seeds=seeds, seed=seed, warm=w,
-                                          verbose=self.verbose, callback=callback)
-            attrs = self._with_training_scores(
-                src, loop.fitted_attributes(ctx, state, rng, p, seed))
+                                       verbose=self.verbose, callback=callback)
+            attrs, fitted = loop.fitted_attributes(ctx, state, rng, p, seed)
+            attrs = self._with_training_scores(src, attrs, fitted)
         if warm and hasattr(self, "initial_labels_"):  # a continued fit keeps its start
             attrs.setdefault("initial_labels_", self.initial_labels_)
         attrs.update(stats or {})
-        self._set_fitted(attrs, checked, src)
+        self._set_fitted(attrs, fitted, checked, src)
         if state.interrupted:
             warnings.warn(f"fit interrupted: keeping iteration {state.n_iter}", RuntimeWarning,
                           stacklevel=user_stacklevel())
             raise KeyboardInterrupt
         return self
 
-    def _set_fitted(self, attrs, checked=None, src=None):
-        """Replace the fitted state by ``attrs`` (and the input checks' attributes of
-        ``checked``, e.g. ``feature_names_in_``) in one step."""
-        if checked is not None:
-            for k in ("n_features_in_", "feature_names_in_"):
-                if hasattr(checked, k):
-                    attrs.setdefault(k, getattr(checked, k))
-        stale = [k for k in vars(self) if k not in attrs and is_fitted_name(k)]
-        for k in stale:
-            delattr(self, k)
-        vars(self).update(attrs)
+    def _set_fitted(self, attrs, fitted, checked=None, src=None):
+        """Replace the fitted state by ``attrs`` and ``fitted`` (and the input checks'
+        attributes of ``checked``, e.g. ``feature_names_in_``) in one step."""
+        set_fitted(self, attrs, fitted, checked)
 
     def partial_fit(self, X, y=None, *, forget=1.0):
         """Update the model with one chunk of a stream (one pass of the three stages).
@@ -673,17 +666,17 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         (4, (100,))
         """
         forget = check_scalar(forget, "forget", low=0.0, low_inclusive=False, high=1.0)
-        stream = getattr(self, "_stream_", None)
-        if stream is None and getattr(self, "_state", None) is getattr(self, "_loaded_state",
-                                                                       False):
+        old = getattr(self, "_fitted", None)
+        stream = None if old is None else old.stream
+        if old is not None and stream is None and old.sums_lost:
             warnings.warn("partial_fit: model files of format version 2 and older do not "
                           "store the running sums of partial_fit; they restart from this chunk "
                           "(earlier data count only through the loaded parameters)",
                           RuntimeWarning, stacklevel=user_stacklevel())
         # a stream continues only from the state its last call left (a fit() in between
         # continues that fit with fresh running sums)
-        cont = stream is not None and stream.get("state") is getattr(self, "_state", None)
-        from_fit = not cont and hasattr(self, "_state")
+        cont = stream is not None
+        from_fit = not cont and old is not None
         checked = self if (cont or from_fit) else clone(self)
         X = checked._check_X(X, reset=checked is not self)
         p = self._params(X.shape[1])
@@ -692,12 +685,12 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         seed = check_random_state(self.random_state).randint(_INT32_MAX)
         state = None
         if cont or from_fit:
-            state, rng = self._state, np.random.RandomState()
-            rng.set_state(self._rng_state)
+            state, rng = old.state, np.random.RandomState()
+            rng.set_state(old.rng_state)
             if from_fit:
                 stream = {"theta": None, "transform": None, "scale": self.scale_,
-                          "ref": (self._fit_X, self._fit_ref_labels()) if p.rule == "graph"
-                          else None}
+                          "ref": ((old.ref_X, old.reference_labels(self.labels_))
+                                  if p.rule == "graph" else None)}
         elif X.shape[0] < p.n_clusters:
             raise ValueError(f"X: the first chunk has n_samples={X.shape[0]}, should be >= "
                              f"n_clusters={p.n_clusters}")
@@ -707,96 +700,60 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                       "scale": loop.rms_scale(src, self._scaling_mode())}
         with _numba_threads(self.n_jobs), loop.blas_context():
             src.set_scale(stream["scale"])
-            attrs, stream = loop.partial(src, state, rng, p, stream, forget, seed,
-                                            verbose=self.verbose)
-            attrs = self._with_training_scores(src, attrs, stream["ref"][0] is src.X
+            attrs, fitted, stream = loop.partial(src, state, rng, p, stream, forget, seed,
+                                                 verbose=self.verbose)
+            attrs = self._with_training_scores(src, attrs, fitted, stream["ref"][0] is src.X
                                                if stream["ref"] is not None else False)
-        stream["state"] = attrs["_state"]
-        attrs["_stream_"] = stream
+        fitted.stream = stream
         attrs.update(stats)
-        self._set_fitted(attrs, checked)
+        self._set_fitted(attrs, fitted, checked)
         return self
 
-    def _fit_ref_labels(self):
-        """Labels of the graph rule's reference set ``_fit_X`` (the votes of ``predict``)."""
-        if hasattr(self, "_fit_labels"):
-            return self._fit_labels
-        return np.asarray(self.labels_)[:self._fit_X.shape[0]]  # a model file (reference first)
-
-    def _ref_rows(self):
-        """Training rows of the graph rule's reference set ``_fit_X`` (None: all, in order)."""
-        state = getattr(self, "_state", None)
-        return None if state is None or not state.graph else state.graph.get("ref_rows")
-
-    def _ref_values(self, a):
-        """The entries of a per-training-sample array that belong to the reference set."""
-        rows = self._ref_rows()
-        a = np.asarray(a)
-        return a[:self._fit_X.shape[0]] if rows is None else a[rows]
-
-    def _with_training_scores(self, src, attrs, ref_in_src=True):
+    def _with_training_scores(self, src, attrs, fitted, ref_in_src=True):
         """``attrs`` with the soft scores of the training rows (``outlier_scores_``,
         ``probabilities_``, ``reject_threshold_``: :func:`set_training_scores`) from one pass
         over the source ``src``; the graph rule's reference rows (``ref_in_src``: its
         reference set is rows of ``src``) get their leave-one-out scores."""
         tmp = NTClustering(**self.get_params())
-        NTClustering._set_fitted(tmp, dict(attrs))
+        set_fitted(tmp, dict(attrs), fitted)
+        graph_rule = fitted.params.rule == "graph"
         match = None
-        if attrs["_p"].rule == "graph" and ref_in_src:
-            rows = tmp._ref_rows()
-            n_ref = attrs["_fit_X"].shape[0]
+        if graph_rule and ref_in_src:
+            rows = fitted.ref_rows()
+            n_ref = fitted.ref_X.shape[0]
             if rows is None:
                 match = np.arange(src.n)
             else:
                 match = np.full(src.n, -1, dtype=np.int64)
                 match[rows] = np.arange(n_ref)
         index = None  # the reference rows sorted once for all blocks (rows not matched yet)
-        if attrs["_p"].rule == "graph" and (match is None or np.any(match < 0)):
-            index = passes.RowIndex(attrs["_fit_X"])
+        if graph_rule and (match is None or np.any(match < 0)):
+            index = passes.RowIndex(fitted.ref_X)
         args = [(None if match is None else match[s:e],) for s, e in src.bounds]
         with loop.blas_context():
             res = src.map(_pass_soft_scores, args, (tmp, index))
             set_training_scores(tmp, attrs["labels_"], np.concatenate([r[0] for r in res]),
                                 np.concatenate([r[1] for r in res]))
-            if attrs["_p"].rule == "graph" and not ref_in_src:  # partial_fit, later chunks
-                ref = attrs["_fit_X"]
+            if graph_rule and not ref_in_src:  # partial_fit, later chunks
+                ref = fitted.ref_X
                 tmp.reject_threshold_ = float(np.max(
                     tmp._soft_scores(ref, match=np.arange(ref.shape[0]))[0]))
         for k in ("outlier_scores_", "probabilities_", "reject_threshold_"):
             attrs[k] = getattr(tmp, k)
         return attrs
 
-    def _portable(self):
-        """``self``, or when the graph rule's reference set is a sample of the training rows
-        (chunked and Dask fits of more than ``REFERENCE_SIZE`` rows) a shallow copy whose
-        ``labels_`` and ``similarity_labels_`` are those of the reference set, aligned with
-        ``_fit_X`` as ``predict`` of a model without reference rows expects them (the local
-        model of :mod:`ntnumba.dask`; model files keep every row and the reference rows)."""
-        rows = (getattr(self, "_state", None) and self._state.graph or {}).get("ref_rows")
-        if rows is None:
-            return self
-        import copy
-        loc = copy.copy(self)
-        loc._state = copy.copy(self._state)
-        loc._state.graph = dict(self._state.graph, ref_rows=None)   # the rows are the file's
-        loc.labels_ = self._fit_labels
-        for k in ("similarity_labels_", "outlier_scores_", "probabilities_", "initial_labels_"):
-            if hasattr(self, k):
-                setattr(loc, k, np.asarray(getattr(self, k))[rows])
-        return loc
-
     def _graph_rows(self, X, ref=None):
         """The rows the graph rule compares for the scaled rows ``X`` (the fit's weights,
         mean, shared directions and constant coordinate: :func:`ntnumba.partition.graph.graph_rows`,
-        the representation rules from the reference set ``ref``, default ``_fit_X``)."""
+        the representation rules from the reference set ``ref``, default the fit's)."""
         return passes.space_rows(X, self._vote_space(ref))
 
     def _vote_space(self, ref=None):
         """:func:`ntnumba.engine.passes.vote_space` of the fit (reference set ``ref``, default
-        ``_fit_X``)."""
-        ref = self._fit_X if ref is None else ref
+        the fit's)."""
+        ref = self._fitted.ref_X if ref is None else ref
         return passes.vote_space(ref, self.shared_mean_, self.shared_components_,
-                                  self._p.representation)
+                                 self._fitted.params.representation)
 
     def _stage1(self, X, return_details=False, scaled=False):
         """Stage 1 with the learned parameters: ``(labels, sim, Y, scores[, details])``.
@@ -811,8 +768,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             return self._stage1_body(X, return_details, scaled)
 
     def _stage1_body(self, X, return_details, scaled):
-        p = self._p
-        A = self._state.A
+        p = self._fitted.params
+        A = self._fitted.state.A
         if not scaled:
             X = self._scaled(X, self.scale_)
         Q = loop.compute_Q(X, A, p.learn_transform)
@@ -831,23 +788,23 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """The graph rule's out-of-sample labels, rejection scores and vote shares of the
         scaled rows ``X``.
 
-        A row equal to a training row (the reference set ``_fit_X``, same dtype, byte for byte;
+        A row equal to a training row (the reference set, same dtype, byte for byte;
         or given by ``match``, the index of the reference row of each row, -1 for none) gets
         that training sample's label (the partition, which is not a vote) and the leave-one-out
         vote of the other training samples (its score is the training sample's
         ``outlier_scores_``); any other row the vote of the training samples.
         """
-        p = self._p
-        ref = self._fit_X
+        fitted = self._fitted
+        p, ref = fitted.params, fitted.ref_X
         match = (passes.row_matches(X, ref) if match is None
                  else np.asarray(match, dtype=np.int64))
         hit = match >= 0
         space = self._vote_space(ref)
         labels, score, shares = passes.graph_vote(
-            X, space, passes.space_rows(ref, space), self._fit_ref_labels(), p, match=match,
-            return_votes=True)
+            X, space, passes.space_rows(ref, space), fitted.reference_labels(self.labels_), p,
+            match=match, return_votes=True)
         if hasattr(self, "outlier_scores_"):
-            ref_scores = self._ref_values(self.outlier_scores_)
+            ref_scores = fitted.reference_values(self.outlier_scores_)
             if ref_scores.shape[0] >= ref.shape[0]:
                 score[hit] = ref_scores[match[hit]]
         return labels, score, shares
@@ -855,10 +812,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     def _soft_scores(self, X, match=None):
         """``(outlier scores, predict_proba)`` of the scaled rows ``X`` (see :meth:`predict`,
         :meth:`predict_proba`); ``match``: see ``_graph_vote``."""
-        p = self._p
+        p = self._fitted.params
         if p.rule == "graph":  # the vote compares graph rows: no Q
             return self._graph_vote(X, match)[1:]
-        Q = loop.compute_Q(X, self._state.A, p.learn_transform)
+        Q = loop.compute_Q(X, self._fitted.state.A, p.learn_transform)
         # every candidate's score (the pruned Stage 1 of predict leaves the losers at +inf)
         scores = assign(Q, self.dissimilarity_, self.similarity_, p.lambda0, p.lambda1,
                         rule=p.rule, lambda_a=p.lambda_a)[3]
@@ -1064,37 +1021,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         >>> path.endswith(".npz"), load(path).n_iter_ == model.n_iter_
         (True, True)
         """
-        return persistence.save_model(self, path)
-
-    def _restore_loaded(self, p, rng_state=None, ref_rows=None, stream=None, sums_kept=True):
-        """The iterate of a model read by :func:`load` (its arrays set and checked;
-        ``rng_state``: the fit's random stream, None in files before version 3: restarted;
-        ``ref_rows``: the training rows of the graph rule's reference set ``_fit_X``, None:
-        all, in order;
-        ``stream``: ``partial_fit``'s running sums (``persistence._read_stream``), None: the
-        file has none; ``sums_kept``: the file's version stores them when there are any)."""
-        self._p = p
-        A = self.components_
-        self._state = loop.State(
-            A=A if p.learn_transform else None, tau=self.dissimilarity_,
-            nu=self.similarity_, labels=self.labels_, similarity_labels=self.similarity_labels_,
-            objective_history=list(self.objective_history_), n_iter=self.n_iter_,
-            initial_labels=getattr(self, "initial_labels_", None))
-        if p.rule == "graph":
-            self._state.graph = {"n_shared": self.n_shared_, "graph_cut": self.graph_cut_,
-                                 "mean": self.shared_mean_, "V": self.shared_components_,
-                                 "ref_rows": ref_rows}
-        self._rng_state = (np.random.RandomState(0).get_state() if rng_state is None
-                           else rng_state)
-        if stream is not None:  # the next partial_fit continues the saved stream
-            t = stream["transform"]
-            self._stream_ = {
-                "theta": stream["theta"], "scale": self.scale_, "n_seen": stream["n_seen"],
-                "transform": None if t is None else TransformStatistics(*t, A.dtype),
-                "ref": (self._fit_X, self._fit_ref_labels()) if p.rule == "graph" else None,
-                "state": self._state}
-        elif not sums_kept:  # partial_fit warns that the running sums (if any) restart
-            self._loaded_state = self._state
+        check_is_fitted(self)
+        attrs = {k: v for k, v in vars(self).items() if is_fitted_name(k) and k != "_fitted"}
+        return persistence.save_model(path, self.get_params(), attrs, self._fitted)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -1139,4 +1068,58 @@ def load(path):
     >>> bool(np.array_equal(ntnumba.load(path).predict(X), model.predict(X)))
     True
     """
-    return persistence.read_model(path, NTClustering)
+    params, attrs, fitted = persistence.read_model(path, _file_params)
+    model = NTClustering(**params)
+    set_fitted(model, attrs, fitted)
+    return model
+
+
+def _file_params(params, n_features):
+    """The validated parameters of a model file's ``params`` for ``n_features`` features."""
+    try:
+        model = NTClustering(**params)
+    except TypeError as exc:  # a parameter NTClustering does not take
+        raise persistence.UnreadableParameters(str(exc)) from None
+    return model._params(n_features)
+
+
+def set_fitted(est, attrs, fitted, checked=None):
+    """Replace the fitted state of the estimator ``est`` by the public attributes ``attrs`` and
+    the :class:`~ntnumba.engine.fitted.FittedModel` ``fitted`` in one step (the input
+    checks' attributes of ``checked``, e.g. ``feature_names_in_``, are added to ``attrs``).
+
+    Every fit, :func:`load` and the Dask backend set a model through this function.
+    """
+    if checked is not None:
+        for k in ("n_features_in_", "feature_names_in_"):
+            if hasattr(checked, k):
+                attrs.setdefault(k, getattr(checked, k))
+    attrs = dict(attrs, _fitted=fitted)
+    stale = [k for k in vars(est) if k not in attrs and is_fitted_name(k)]
+    for k in stale:
+        delattr(est, k)
+    vars(est).update(attrs)
+
+
+def fitted_parts(est):
+    """``(attrs, fitted)``: the public fitted attributes of ``est`` and its
+    :class:`~ntnumba.engine.fitted.FittedModel` (the inverse of :func:`set_fitted`)."""
+    check_is_fitted(est)
+    attrs = {k: v for k, v in vars(est).items() if is_fitted_name(k) and k != "_fitted"}
+    return attrs, est._fitted
+
+
+def fit_source(est, src, callback=None):
+    """Fit the estimator ``est`` over a row-block source (:mod:`ntnumba.engine.sources`; the
+    Dask backend's :class:`ntnumba.dask.DaskBackend`): the fit of every backend."""
+    return est._fit_source(src, callback)
+
+
+def candidate_scores(model, X):
+    """The Stage-1 scores of the rows ``X`` with the fitted ``model``: shape (n, C, Cs), every
+    candidate's score of the ``"objective"`` and ``"paper"`` rules (``+inf``: invalid or
+    pruned), or (n, 1), the rejection score of the graph rule; what
+    ``predict(X, reject=...)`` thresholds (its smallest entry per row)."""
+    check_is_fitted(model)
+    X = model._check_X(X, reset=False)
+    return model._stage1(X)[3]

@@ -66,11 +66,16 @@ import re
 import stat
 import struct
 import tokenize
+import types
 import uuid
 import zipfile
 import zlib
 
 import numpy as np
+
+from ..engine.fitted import FittedModel
+from ..engine.loop import State
+from ..model.transform import TransformStatistics
 
 FORMAT = "ntnumba-model"
 FORMAT_VERSION = 3
@@ -82,12 +87,11 @@ _OPTIONAL = (("reject_threshold_", "reject_threshold_", float),
              ("n_shared_", "n_shared_", int), ("graph_cut_", "graph_cut_", float),
              ("shared_mean_", "shared_mean_", None),
              ("shared_components_", "shared_components_", None),
-             ("fit_X_", "_fit_X", None), ("outlier_scores_", "outlier_scores_", None),
+             ("outlier_scores_", "outlier_scores_", None),
              ("probabilities_", "probabilities_", None),
              ("feature_mean_", "feature_mean_", None),
              ("feature_scale_", "feature_scale_", None),
-             ("initial_labels_", "initial_labels_", None),
-             ("fit_labels_", "_fit_labels", None))
+             ("initial_labels_", "initial_labels_", None))
 _GRAPH = ("n_shared_", "graph_cut_", "shared_mean_", "shared_components_", "fit_X_")
 # the optional per-sample cluster labels (int64 in the file, within [0, n_clusters))
 _LABELS = ("initial_labels_", "fit_labels_")
@@ -100,12 +104,15 @@ _STREAM_NONNEGATIVE = ("count", "sum_qq", "sum_yy")
 _REMOVED_PARAMS = ("relabel", "prototypes", "n_dissimilarity")
 
 
-def _stream_payload(model):
-    """The entries of ``partial_fit``'s running sums (none unless the model's last update was
-    a ``partial_fit``: the next one continues them)."""
-    stream = getattr(model, "_stream_", None)
-    if not stream or stream.get("theta") is None or (
-            stream.get("state") is not getattr(model, "_state", None)):
+class UnreadableParameters(TypeError):
+    """Raised by the ``params_of`` of :func:`read_model` for parameters the estimator does not
+    take (the file's ``params`` entry is unreadable, not merely invalid)."""
+
+
+def _stream_payload(stream):
+    """The entries of ``partial_fit``'s running sums ``stream`` (none unless the model's last
+    update was a ``partial_fit``: the next one continues them)."""
+    if not stream or stream.get("theta") is None:
         return {}
     out = {f"stream_{k}_": np.asarray(stream["theta"][k], dtype=np.float64)
            for k in _STREAM_THETA}
@@ -177,41 +184,44 @@ def _rng_from_array(a):
     return state
 
 
-def save_model(model, path):
-    """Write a fitted :class:`~ntnumba.NTClustering` to ``path`` (``.npz`` appended if absent)."""
-    from sklearn.utils.validation import check_is_fitted
-
+def save_model(path, params, attrs, fitted):
+    """Write a fitted model to ``path`` (``.npz`` appended if absent): its parameters
+    ``params`` (``get_params()``), public fitted attributes ``attrs`` and
+    :class:`~ntnumba.engine.fitted.FittedModel` ``fitted``. Returns the path written."""
     from .. import __version__
-    check_is_fitted(model)
-    params = model.get_params()
+    params = dict(params)
     rs = params["random_state"]
     if not (rs is None or isinstance(rs, (int, np.integer))):
         params["random_state"] = None
     params = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in params.items()}
-    payload = {name: np.asarray(getattr(model, name)) for name in _ARRAYS}
-    if hasattr(model, "feature_names_in_"):
-        payload["feature_names_in_"] = np.asarray(model.feature_names_in_, dtype=str)
+    payload = {name: np.asarray(attrs[name]) for name in _ARRAYS}
+    if "feature_names_in_" in attrs:
+        payload["feature_names_in_"] = np.asarray(attrs["feature_names_in_"], dtype=str)
     for key, attr, kind in _OPTIONAL:
-        if hasattr(model, attr):
-            value = getattr(model, attr)
+        if attr in attrs:
+            value = attrs[attr]
             payload[key] = np.array(kind(value)) if kind is not None else np.asarray(value)
+    if fitted.ref_X is not None:
+        payload["fit_X_"] = np.asarray(fitted.ref_X)
+    if fitted.ref_labels is not None:
+        payload["fit_labels_"] = np.asarray(fitted.ref_labels)
     for key in _LABELS:
         if key in payload:
             payload[key] = payload[key].astype(np.int64, copy=False)
-    payload.update(_stream_payload(model))
-    rows = model._ref_rows() if hasattr(model, "_ref_rows") else None
+    payload.update(_stream_payload(fitted.stream))
+    rows = fitted.ref_rows()
     if rows is not None:
         payload["ref_rows_"] = np.asarray(rows, dtype=np.int64)
-    if getattr(model, "_rng_state", None) is not None:
-        payload["rng_state_"] = _rng_to_array(model._rng_state)
+    if fitted.rng_state is not None:
+        payload["rng_state_"] = _rng_to_array(fitted.rng_state)
     path = os.fspath(path)
     if not path.endswith(".npz"):
         path += ".npz"
     payload.update(format=np.array(FORMAT), format_version=np.array(FORMAT_VERSION),
                    ntnumba_version=np.array(__version__), params=np.array(json.dumps(params)),
-                   n_iter_=np.array(model.n_iter_),
-                   n_features_in_=np.array(model.n_features_in_),
-                   scale_=np.array(float(model.scale_)))
+                   n_iter_=np.array(attrs["n_iter_"]),
+                   n_features_in_=np.array(attrs["n_features_in_"]),
+                   scale_=np.array(float(attrs["scale_"])))
     _write_atomic(path, lambda f: np.savez_compressed(f, **payload))
     return path
 
@@ -459,13 +469,14 @@ class _Archive:
             self.fail(f"entry {key!r} is not a {kind.__name__} scalar (dtype {a.dtype})")
 
 
-def _check_arrays(model, path):
-    """Values consistent with the parameters: finite, labels in range, positive scale."""
+def _check_arrays(model, p, ref_X, ref_labels, path):
+    """Values consistent with the parameters ``p``: finite, labels in range, positive scale
+    (``model``: the public attributes read, ``ref_X``, ``ref_labels``: the reference set)."""
     bad = None
     A, tau, nu = model.components_, model.dissimilarity_, model.similarity_
-    graph = [getattr(model, a) for a in ("_fit_X", "shared_mean_", "shared_components_")
-             if hasattr(model, a)]
-    labels = [getattr(model, a) for a in ("initial_labels_", "_fit_labels") if hasattr(model, a)]
+    graph = [a for a in (ref_X, getattr(model, "shared_mean_", None),
+                         getattr(model, "shared_components_", None)) if a is not None]
+    labels = [a for a in (getattr(model, "initial_labels_", None), ref_labels) if a is not None]
     if not (A.dtype == tau.dtype == nu.dtype):
         bad = "components_, dissimilarity_ and similarity_ have different dtypes"
     elif not all(np.all(np.isfinite(a)) for a in (A, tau, nu)):
@@ -475,13 +486,13 @@ def _check_arrays(model, path):
     elif not np.all(np.isfinite(model.objective_history_)):
         bad = "objective_history_ contains NaN or inf"
     elif model.labels_.size and not (0 <= model.labels_.min()
-                                     and model.labels_.max() < model.n_clusters):
+                                     and model.labels_.max() < p.n_clusters):
         bad = (f"labels_ range from {model.labels_.min()} to {model.labels_.max()}, outside "
-               f"[0, {model.n_clusters})")
+               f"[0, {p.n_clusters})")
     elif model.similarity_labels_.size and not (
             0 <= model.similarity_labels_.min()
-            and model.similarity_labels_.max() < model.n_similarity):
-        bad = f"similarity_labels_ outside [0, {model.n_similarity})"
+            and model.similarity_labels_.max() < p.n_similarity):
+        bad = f"similarity_labels_ outside [0, {p.n_similarity})"
     elif not (np.isfinite(model.scale_) and model.scale_ > 0):
         bad = f"scale_ must be a positive number, got {model.scale_}"
     elif model.n_iter_ < 0 or model.objective_history_.shape[0] > model.n_iter_:
@@ -492,8 +503,8 @@ def _check_arrays(model, path):
     elif not np.all((0.0 <= getattr(model, "probabilities_", 0.0))
                     & (getattr(model, "probabilities_", 0.0) <= 1.0)):
         bad = "probabilities_ must be in [0, 1]"
-    elif any(a.size and not (0 <= a.min() and a.max() < model.n_clusters) for a in labels):
-        bad = f"initial_labels_ or fit_labels_ outside [0, {model.n_clusters})"
+    elif any(a.size and not (0 <= a.min() and a.max() < p.n_clusters) for a in labels):
+        bad = f"initial_labels_ or fit_labels_ outside [0, {p.n_clusters})"
     elif np.isnan(getattr(model, "reject_threshold_", 0.0)):
         bad = "reject_threshold_ is NaN"
     elif not np.isfinite(getattr(model, "graph_cut_", 0.0)):
@@ -520,12 +531,14 @@ def _params_from_json(text):
     return out
 
 
-def read_model(path, factory):
-    """The model stored in ``path``, built by ``factory(**params)`` (see :func:`ntnumba.load`).
+def read_model(path, params_of):
+    """The model stored in ``path`` as ``(params, attrs, fitted)``: the estimator's parameters,
+    its public fitted attributes and its :class:`~ntnumba.engine.fitted.FittedModel` (see
+    :func:`ntnumba.load`).
 
-    ``factory`` is the estimator class; the model's own ``_restore_loaded()`` completes the
-    fitted state after every entry has been read and checked. Raises ``FileNotFoundError`` or
-    ``ValueError`` naming the file.
+    ``params_of(params, n_features)`` validates the parameters and returns the
+    :class:`~ntnumba.engine.loop.Params` that give every entry's shape. Raises
+    ``FileNotFoundError`` or ``ValueError`` naming the file.
     """
     path = os.fspath(path)
     with _open_regular(path) as file:  # PermissionError and the like as themselves
@@ -533,15 +546,15 @@ def read_model(path, factory):
             raise ValueError(f"path: {path} is not an ntnumba model file (not an .npz archive; "
                              "truncated, or some other kind of file)")
         file.seek(0)
-        return _read_archive(path, file, factory)
+        return _read_archive(path, file, params_of)
 
 
-def _read_archive(path, file, factory):
+def _read_archive(path, file, params_of):
     """The model of the open zip archive ``file``; every failure a ValueError naming ``path``."""
     archive = None
     try:
         archive = _Archive(path, file)
-        return _load(archive, path, factory)
+        return _load(archive, path, params_of)
     except ValueError as exc:
         if str(exc).startswith(f"path: {path}"):
             raise
@@ -555,7 +568,7 @@ def _read_archive(path, file, factory):
             archive.close()
 
 
-def _load(f, path, factory):
+def _load(f, path, params_of):
     """The model of the open archive ``f``: every entry checked before it is decompressed."""
     if "format" not in f or f.header("format")[0].kind != "U" or (
             f.scalar("format", str) != FORMAT):
@@ -575,18 +588,21 @@ def _load(f, path, factory):
         params = _params_from_json(f.scalar("params", str))
         for name in _REMOVED_PARAMS:  # options of older versions, ignored
             params.pop(name, None)
-        model = factory(**params)
     except (ValueError, TypeError, RecursionError) as exc:
         raise ValueError(f"path: {path}: unreadable parameters ({type(exc).__name__}: {exc}): "
                          "corrupted model file") from None
+    model = types.SimpleNamespace()   # the public fitted attributes, as they are read
     model.n_iter_ = f.scalar("n_iter_", int)
     model.n_features_in_ = N = f.scalar("n_features_in_", int)
     model.scale_ = f.scalar("scale_", float)
     if N < 1:
         f.fail(f"n_features_in_ is {N}")
     try:
-        p = model._params(N)
-    except (ValueError, TypeError) as exc:
+        p = params_of(params, N)
+    except UnreadableParameters as exc:
+        raise ValueError(f"path: {path}: unreadable parameters (TypeError: {exc}): corrupted "
+                         "model file") from None
+    except (ValueError, TypeError, RecursionError) as exc:
         raise ValueError(f"path: {path}: invalid parameters ({exc}): corrupted model "
                          "file") from None
     for key, attr, kind in _OPTIONAL:
@@ -636,7 +652,7 @@ def _load(f, path, factory):
     if "feature_names_in_" in f:
         model.feature_names_in_ = f.array("feature_names_in_", (N,), "U",
                                           max_bytes=4 * _MAX_NAME * N).astype(object)
-    ref_rows = None
+    ref_rows = ref_X = ref_labels = None
     if p.rule == "graph":
         r = model.n_shared_
         if not 0 <= r <= N:
@@ -645,19 +661,40 @@ def _load(f, path, factory):
         model.shared_components_ = f.array("shared_components_", (r, N), float_kinds)
         n_ref = n
         if "fit_labels_" in f:  # the reference set's own clusters (version 3)
-            model._fit_labels = f.array("fit_labels_", (-1,), "iu").astype(np.int64)
-            n_ref = model._fit_labels.shape[0]
+            ref_labels = f.array("fit_labels_", (-1,), "iu").astype(np.int64)
+            n_ref = ref_labels.shape[0]
         if "ref_rows_" in f and n_ref > n:   # a sample of the n training rows
             f.fail(f"the reference set has {n_ref} rows, more than the {n} training samples "
                    "it is a sample of")
-        model._fit_X = f.array("fit_X_", (n_ref, N), float_kinds)
+        ref_X = f.array("fit_X_", (n_ref, N), float_kinds)
         if "ref_rows_" in f:
             ref_rows = f.array("ref_rows_", (n_ref,), "iu").astype(np.int64)
             if ref_rows.size and not (0 <= ref_rows[0] and ref_rows[-1] < n
                                       and np.all(np.diff(ref_rows) > 0)):
                 f.fail(f"ref_rows_ must be increasing rows of [0, {n})")
     stream = _read_stream(f, C, Cs, M, N, p.learn_transform)
-    _check_arrays(model, path)
-    model._restore_loaded(p, rng_state=rng_state, ref_rows=ref_rows, stream=stream,
-                          sums_kept=version >= 3)
-    return model
+    _check_arrays(model, p, ref_X, ref_labels, path)
+    attrs = vars(model)
+    state = State(
+        A=model.components_ if p.learn_transform else None, tau=model.dissimilarity_,
+        nu=model.similarity_, labels=model.labels_, similarity_labels=model.similarity_labels_,
+        objective_history=list(model.objective_history_), n_iter=model.n_iter_,
+        initial_labels=getattr(model, "initial_labels_", None))
+    if p.rule == "graph":
+        state.graph = {"n_shared": model.n_shared_, "graph_cut": model.graph_cut_,
+                       "mean": model.shared_mean_, "V": model.shared_components_,
+                       "ref_rows": ref_rows}
+    # files before version 3 have no random state: a warm start restarts it (seeded 0)
+    fitted = FittedModel(params=p, state=state, ref_X=ref_X, ref_labels=ref_labels,
+                         rng_state=(np.random.RandomState(0).get_state() if rng_state is None
+                                    else rng_state),
+                         sums_lost=version < 3)
+    if stream is not None:  # the next partial_fit continues the saved stream
+        t = stream["transform"]
+        fitted.stream = {
+            "theta": stream["theta"], "scale": model.scale_, "n_seen": stream["n_seen"],
+            "transform": (None if t is None
+                          else TransformStatistics(*t, model.components_.dtype)),
+            "ref": ((ref_X, fitted.reference_labels(model.labels_)) if p.rule == "graph"
+                    else None)}
+    return params, attrs, fitted

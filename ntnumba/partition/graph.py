@@ -651,24 +651,6 @@ def exact_order(Y, Yref, nn):
     return np.take_along_axis(nn, order, axis=1), np.take_along_axis(sim, order, axis=1)
 
 
-def knn_affinity(S, n_neighbors, *, overwrite=False):
-    """Symmetrised k-NN graph of a dense similarity matrix: ``W = (K + K^T) / 2`` (CSR).
-
-    ``K_ij = S_ij`` if ``j`` is one of the ``n_neighbors`` most similar samples to ``i``
-    (``i`` itself excluded), else 0. ``overwrite``: ``S`` (float64) may be used as scratch.
-    For small dense matrices (tests, ablations); the graph uses :func:`knn_graph`.
-    """
-    S = np.asarray(S, dtype=np.float64)
-    n = S.shape[0]
-    k = int(min(n_neighbors, n - 1))
-    if k < 1:
-        return sparse.csr_matrix((n, n))
-    idx = np.empty((n, k), dtype=np.int64)
-    val = np.empty((n, k))
-    _topk_rows(S, 0, np.arange(n, dtype=np.int64), idx, val)
-    return knn_graph(idx, np.maximum(val, 0.0), n)
-
-
 def knn_graph(idx, sim, n=None):
     """Symmetrised k-NN graph ``W = (K + K^T) / 2`` from neighbour lists (CSR, float64).
 
