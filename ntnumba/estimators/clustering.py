@@ -1,6 +1,7 @@
 """NTClustering: the scikit-learn style estimator over the kernels and the driver."""
 import warnings
 from contextlib import contextmanager
+from numbers import Integral, Real
 
 import numba
 import numpy as np
@@ -18,8 +19,8 @@ from ..engine.passes import best_scores as _best_scores
 from ..engine.passes import tukey_fence as _tukey_fence
 from ..model.stage1 import RULES, assign
 from ..engine.sources import LocalBackend, MemoryBlocks, memory_source
-from ..core.validation import check_bool, check_choice, check_finite, check_scalar, check_seed
-from ..core.validation import user_stacklevel
+from ..core.validation import (Boolean, Interval, Options, Seed, Sequence, check_choice,
+                               check_finite, check_scalar, user_stacklevel, validate_params)
 
 INITS = {"random", "k-means++", "kmeans", "graph"}
 _INT32_MAX = np.iinfo(np.int32).max
@@ -153,6 +154,34 @@ def _numba_threads(n_jobs):
         yield
     finally:
         numba.set_num_threads(old)
+
+
+#: The declarative checks of :class:`NTClustering`'s parameters (name -> alternatives; see
+#: :func:`ntnumba.core.validation.validate_params`); checks between parameters are in ``_params``.
+PARAMETER_CONSTRAINTS = {
+    "n_clusters": [Interval(Integral, 1)],
+    "n_components": [Options("auto"), Interval(Integral, 1)],
+    "n_similarity": [Interval(Integral, 1)],
+    **{name: [Interval(Real, 0.0)] for name in ("lambda0", "lambda1", "lambda_e", "lambda2",
+                                                "lambda3", "lambda4")},
+    "lambda_a": [Interval(Real, 0.0, low_inclusive=False)],
+    "learn_transform": [Boolean()],
+    "assign": [Options(*ASSIGN_RULES)],
+    "online_fraction": [None, Interval(Real, 0.0, 1.0, low_inclusive=False)],
+    "online_rate": [Interval(Real, 0.0, 1.0)],
+    "init": [Options(*INITS)],
+    "n_neighbors": [Interval(Integral, 1)],
+    "n_shared": [Options("auto"), Interval(Integral, 0), Sequence(Interval(Integral, 0))],
+    "representation": [Options(*select.REPRESENTATIONS)],
+    "max_iter": [Interval(Integral, 1)],
+    "tol": [Interval(Real, 0.0)],
+    "n_init": [Interval(Integral, 1)],
+    "scaling": [None, Options("rms", "standard", "none")],
+    "random_state": [Seed()],
+    "n_jobs": [None, Interval(Integral)],
+    "verbose": [Interval(Integral, 0)],
+    "warm_start": [Boolean()],
+}
 
 
 class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin,
@@ -385,63 +414,28 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
 
     # ------------------------------------------------------------------ validation
     def _params(self, n_features):
-        """The checked parameters of a fit on ``n_features`` features (``loop.Params``)."""
-        C = check_scalar(self.n_clusters, "n_clusters", low=1, integer=True)
-        Cs = check_scalar(self.n_similarity, "n_similarity", low=1, integer=True)
-        if isinstance(self.n_components, str):
-            check_choice(self.n_components, "n_components", {"auto"})
-            M = auto_components(n_features)
-        else:
-            M = check_scalar(self.n_components, "n_components", low=1, integer=True)
-        check_bool(self.learn_transform, "learn_transform")
-        check_bool(self.warm_start, "warm_start")
-        check_seed(self.random_state)
-        if self.learn_transform and M < n_features:
+        """The checked parameters of a fit on ``n_features`` features (``loop.Params``):
+        :data:`PARAMETER_CONSTRAINTS`, then the checks between parameters."""
+        v = validate_params(self.get_params(), PARAMETER_CONSTRAINTS)
+        M = auto_components(n_features) if v["n_components"] == "auto" else v["n_components"]
+        if v["learn_transform"] and M < n_features:
             raise ValueError(f"n_components: must be >= n_features ({n_features}) when "
                              f"learn_transform=True (an overcomplete map), got {M}; use "
                              f"n_components='auto' (here {auto_components(n_features)}), "
                              "reduce the features first (e.g. PCA), or learn_transform=False")
-        lam = {name: check_scalar(getattr(self, name), name, low=0.0,
-                                  low_inclusive=name != "lambda_a")
-               for name in ("lambda0", "lambda1", "lambda_e", "lambda_a", "lambda2", "lambda3",
-                            "lambda4")}
-        rule = check_choice(self.assign, "assign", ASSIGN_RULES)
-        init = check_choice(self.init, "init", INITS)
-        n_neighbors = check_scalar(self.n_neighbors, "n_neighbors", low=1, integer=True)
-        n_shared = self._check_n_shared()
-        representation = check_choice(self.representation, "representation",
-                                      set(select.REPRESENTATIONS))
-        frac = self.online_fraction
-        if frac is not None:
-            frac = check_scalar(frac, "online_fraction", low=0.0, low_inclusive=False, high=1.0)
-        rate = check_scalar(self.online_rate, "online_rate", low=0.0, high=1.0)
-        max_iter = check_scalar(self.max_iter, "max_iter", low=1, integer=True)
-        tol = check_scalar(self.tol, "tol", low=0.0)
-        check_scalar(self.n_init, "n_init", low=1, integer=True)
-        if self.n_jobs is not None:
-            nj = check_scalar(self.n_jobs, "n_jobs", integer=True)
-            if nj == 0:
-                raise ValueError("n_jobs: must be a positive integer, -1 or None, got 0")
-        check_scalar(self.verbose, "verbose", low=0, integer=True)
-        self._scaling_mode()
-        return loop.Params(n_clusters=C, n_components=M, n_similarity=Cs, rule=rule,
-                           init=init, online_fraction=frac, online_rate=rate,
-                           n_neighbors=n_neighbors, n_shared=n_shared,
-                           representation=representation, max_iter=max_iter, tol=tol,
-                           learn_transform=bool(self.learn_transform), **lam)
-
-    def _check_n_shared(self):
-        """``n_shared`` as an int or a tuple of candidate ints (``"auto"``: the default set)."""
-        v = self.n_shared
-        if isinstance(v, str):
-            check_choice(v, "n_shared", {"auto"})
-            return tuple(graph.DEFAULT_SHARED)
-        if isinstance(v, (list, tuple, np.ndarray)):
-            if len(v) == 0:
-                raise ValueError("n_shared: expected 'auto', an int >= 0 or a non-empty "
-                                 "sequence of ints >= 0, got an empty sequence")
-            return tuple(check_scalar(r, "n_shared", low=0, integer=True) for r in v)
-        return check_scalar(v, "n_shared", low=0, integer=True)
+        if v["n_jobs"] == 0:
+            raise ValueError("n_jobs: must be a positive integer, -1 or None, got 0")
+        n_shared = v["n_shared"]
+        if n_shared == "auto":
+            n_shared = tuple(graph.DEFAULT_SHARED)
+        lam = {name: v[name] for name in ("lambda0", "lambda1", "lambda_e", "lambda_a",
+                                          "lambda2", "lambda3", "lambda4")}
+        return loop.Params(n_clusters=v["n_clusters"], n_components=M,
+                           n_similarity=v["n_similarity"], rule=v["assign"], init=v["init"],
+                           online_fraction=v["online_fraction"], online_rate=v["online_rate"],
+                           n_neighbors=v["n_neighbors"], n_shared=n_shared,
+                           representation=v["representation"], max_iter=v["max_iter"],
+                           tol=v["tol"], learn_transform=v["learn_transform"], **lam)
 
     def _check_X(self, X, reset):
         """Validated 2-D float32/float64 C array (a copy only when needed; never modified).
