@@ -396,8 +396,19 @@ class NTClustering(_NTClustering):
     ...     model = NTClustering(2, n_components=12, assign="objective", init="k-means++",
     ...                          max_iter=3, random_state=0).fit(da.from_array(X, chunks=20))
     ...     labels = model.labels_.compute()
-    >>> labels.shape, len(set(labels[:30])), len(set(labels[30:]))
-    ((60,), 1, 1)
+    ...     Xd = da.from_array(X, chunks=20)
+    ...     same = bool((model.predict(Xd).compute() == labels).all())
+    ...     proba = model.predict_proba(Xd).compute()
+    ...     codes = model.transform(Xd).compute()
+    ...     score = model.score(Xd)
+    >>> labels.shape, len(set(labels[:30])), len(set(labels[30:])), same
+    ((60,), 1, 1, True)
+    >>> proba.shape, codes.shape, bool(score <= 0)
+    ((60, 2), (60, 12), True)
+    >>> import os, tempfile, ntnumba
+    >>> path = model.save(os.path.join(tempfile.mkdtemp(), "m"))   # as to_local().save
+    >>> bool((ntnumba.load(path).predict(X) == model.to_local().predict(X)).all())
+    True
     """
 
     def fit(self, X, y=None, *, callback=None, client=None, timeout=None):
@@ -553,17 +564,7 @@ class NTClustering(_NTClustering):
 
         Examples
         --------
-        >>> import numpy as np, dask.array as da
-        >>> from distributed import Client, LocalCluster
-        >>> from ntnumba.dask import NTClustering
-        >>> X = np.random.default_rng(0).standard_normal((40, 4))
-        >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as c, \\
-        ...         Client(c):
-        ...     model = NTClustering(2, n_components=8, random_state=0).fit(X)
-        ...     lab = model.predict(da.from_array(X, chunks=10))
-        ...     same = bool((lab.compute() == model.labels_.compute()).all())
-        >>> same
-        True
+        See :class:`NTClustering`.
         """
         loc = self._local()
         if isinstance(X, da.Array):
@@ -585,16 +586,7 @@ class NTClustering(_NTClustering):
 
         Examples
         --------
-        >>> import numpy as np, dask.array as da
-        >>> from distributed import Client, LocalCluster
-        >>> from ntnumba.dask import NTClustering
-        >>> X = np.random.default_rng(0).standard_normal((40, 4))
-        >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as c, \\
-        ...         Client(c):
-        ...     model = NTClustering(2, n_components=8, random_state=0).fit(X)
-        ...     proba = model.predict_proba(da.from_array(X, chunks=10)).compute()
-        >>> proba.shape, bool(np.allclose(proba, model.to_local().predict_proba(X)))
-        ((40, 2), True)
+        See :class:`NTClustering`.
         """
         loc = self._local()
         if isinstance(X, da.Array):
@@ -644,15 +636,7 @@ class NTClustering(_NTClustering):
 
         Examples
         --------
-        >>> import numpy as np
-        >>> from distributed import Client, LocalCluster
-        >>> from ntnumba.dask import NTClustering
-        >>> X = np.random.default_rng(0).standard_normal((40, 4))
-        >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as c, \\
-        ...         Client(c):
-        ...     model = NTClustering(2, n_components=8, random_state=0).fit(X)
-        >>> model.transform(X).shape
-        (40, 8)
+        See :class:`NTClustering`.
         """
         loc = self._local()
         if isinstance(X, da.Array):
@@ -677,15 +661,7 @@ class NTClustering(_NTClustering):
 
         Examples
         --------
-        >>> import numpy as np
-        >>> from distributed import Client, LocalCluster
-        >>> from ntnumba.dask import NTClustering
-        >>> X = np.random.default_rng(0).standard_normal((40, 4))
-        >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as c, \\
-        ...         Client(c):
-        ...     model = NTClustering(2, n_components=8, random_state=0).fit(X)
-        >>> bool(model.score(X) <= 0)
-        True
+        See :class:`NTClustering`.
         """
         loc = self._local()
         if isinstance(X, da.Array):
@@ -708,16 +684,6 @@ class NTClustering(_NTClustering):
 
         Examples
         --------
-        >>> import numpy as np, os, tempfile
-        >>> from distributed import Client, LocalCluster
-        >>> from ntnumba import load
-        >>> from ntnumba.dask import NTClustering
-        >>> X = np.random.default_rng(0).standard_normal((40, 4))
-        >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as c, \\
-        ...         Client(c):
-        ...     model = NTClustering(2, n_components=8, random_state=0).fit(X)
-        >>> path = model.save(os.path.join(tempfile.mkdtemp(), "m"))
-        >>> load(path).predict(X).shape
-        (40,)
+        See :class:`NTClustering`.
         """
         return self.to_local().save(path)

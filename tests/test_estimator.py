@@ -79,13 +79,21 @@ def test_objective_non_increasing_exact_variant():
     assert np.all(np.diff(h) <= 1e-9 * np.abs(h[:-1])), np.diff(h)
 
 
+def _iterate(X, state, p, rng):
+    """One in-memory iteration of the driver from ``state`` on the scaled rows ``X``."""
+    src = _driver.MemoryBlocks(X)
+    ctx = _driver.Context(src, gram=_driver.gram(src) if p.learn_transform else None)
+    with _driver.blas_context():
+        return _driver.iterate_blocks(ctx, state, p, rng)
+
+
 def test_objective_history_matches_recomputation():
     X, _ = _blobs(n_per=15, C=3, N=5, seed=4)
     p = NTClustering(3, random_state=0, n_components=15, max_iter=3, tol=0.0,
                      assign="objective", init="k-means++")._params(5)
     rng = np.random.RandomState(0)
     s0 = _driver.initialise(X, p, rng)
-    s1, obj, _ = _driver.iterate(X, s0, p, rng)
+    s1, obj, _ = _iterate(X, s0, p, rng)
     # recompute from scratch with the naive references
     import naive
     import naive_theta
@@ -114,7 +122,7 @@ def test_n_init_keeps_lowest_objective():
         m = NTClustering(3, random_state=0, n_components=15, max_iter=5)
         # the same per-restart seed as n_init uses
         p = m._params(5)
-        Xs = m._scaled(X, m._rms_scale(X))
+        Xs = m._scaled(X, _driver.rms_scale(_driver.MemoryBlocks(X), "rms"))
         rng = np.random.RandomState(s)
         st = _driver.run(Xs, _driver.initialise(Xs, p, rng), p, rng)
         finals.append(st.objective_history[-1])
@@ -219,7 +227,7 @@ def test_each_stage_never_increases_the_full_objective():
                          init="k-means++")._params(5)
         rng = np.random.RandomState(seed)
         s0 = _driver.initialise(X, p, rng)
-        s, obj, _ = _driver.iterate(X, s0, p, rng)
+        s, obj, _ = _iterate(X, s0, p, rng)
         Q = X @ s.A.T
         # the previous iterate: Stage 1 of the first iteration, with the initial parameters
         Y0 = assign(X @ s0.A.T, s0.tau, s0.nu, p.lambda0, p.lambda1, lambda_a=p.lambda_a)[2]

@@ -369,33 +369,6 @@ def iterate_blocks(ctx, state, p, rng):
     return new, obj, det["reseeded"]
 
 
-def iterate(X, state, p, rng, Q=None, workspace=None):
-    """One in-memory iteration from ``state`` on ``X`` (scaled); returns ``(new, obj, info)``.
-
-    ``Q``: ``X A^T`` of ``state.A`` when known (``info["Q_next"]`` of the previous call);
-    ``workspace``: the Stage-3 workspace carried between calls (``info["workspace_next"]``).
-    With the graph rule ``state.labels`` (or a partition computed here) are the clusters.
-    """
-    src = MemoryBlocks(X)
-    ctx = Context(src)
-    if isinstance(workspace, dict):
-        if workspace.get("X") is X:
-            ctx.gram = workspace["gram"]
-        ctx.workspace = workspace
-    if ctx.gram is None and p.learn_transform:
-        ctx.gram = gram(src)
-    if Q is not None:
-        src.carry[0]["Q"] = Q.pop() if isinstance(Q, list) else Q
-    if p.rule == "graph":
-        state, ctx.ref_X = state.copy(), X
-        _set_graph(ctx, state, p, rng)
-    with blas_context():
-        new, obj, reseeded = iterate_blocks(ctx, state, p, rng)
-    ctx.workspace.update(gram=ctx.gram, X=X)
-    return new, obj, {"reseeded": reseeded, "Q_next": src.carry[0].get("Q"),
-                      "workspace_next": ctx.workspace}
-
-
 # ---------------------------------------------------------------------------------------------
 # the loop, restarts, warm start
 # ---------------------------------------------------------------------------------------------

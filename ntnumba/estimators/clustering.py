@@ -463,10 +463,6 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             return None
         return check_choice(self.scaling, "scaling", {"rms", "standard", "none"})
 
-    def _rms_scale(self, X):
-        """:func:`ntnumba.engine.loop.rms_scale` of the array ``X`` (as ``_scaled`` sees it)."""
-        return loop.rms_scale(MemoryBlocks(X), self._scaling_mode())
-
     def _standardise(self, X, learn):
         """``scaling="standard"``: ``X`` centred and scaled per feature, and the statistics
         (learned from ``X`` when ``learn``, else the fitted ones); ``{}`` and ``X`` otherwise,
