@@ -186,13 +186,16 @@ PARAMETER_CONSTRAINTS = {
 
 class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin,
                    BaseEstimator):
-    """Clustering with jointly learned nonlinear transforms and min-max assignment.
+    """Clustering with jointly learned nonlinear transforms (Kostadinov et al., 2019).
 
-    Learns a linear map ``A`` (``n_components x n_features``), dissimilarity parameters
-    ``tau`` (one per cluster) and similarity parameters ``nu``; every sample gets
-    ``n_clusters x n_similarity`` candidate nonlinear-transform (NT) representations in closed
-    form and is assigned the cluster of the candidate with the smallest score. The three stages
-    (assignment, theta update, A update) alternate until convergence (Kostadinov et al., 2019).
+    By default (``assign="graph"``) the clusters are a spectral partition of the k-NN graph of
+    the samples with their shared directions removed; new samples get the k-NN vote of the
+    training samples. The paper's model is then fitted to those clusters: a linear map ``A``
+    (``n_components x n_features``), dissimilarity parameters ``tau`` (one per cluster) and
+    similarity parameters ``nu``, learned by alternating the three stages (``max_iter`` times);
+    they give :meth:`transform` and :meth:`score`, not the clusters. With ``assign="objective"``
+    or ``"paper"`` every sample is assigned the cluster of its best candidate NT representation
+    at every iteration (the paper's rule).
 
     Parameters
     ----------
@@ -355,17 +358,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     ignores its appearance in the other parameters' priors), the online A update and the
     ``"paper"`` rule are not monotone.
 
-    **Defaults and the paper.** The defaults are the configuration that clustered best on
-    COIL-20, ORL and Extended Yale B at the paper's resolutions, one configuration for all three
-    (``docs/results.md``, reproduced by ``python -m ntnumba.reproduce``). They differ from the
-    paper's setup in: ``assign="graph"`` and ``init="graph"`` (the paper's min-max rule collapses
-    into one cluster, and the objective rule clusters at k-means level, below KMeans on all three
-    data sets), ``max_iter=1`` (the paper: 100), ``scaling="rms"`` and unit-norm rows of the
-    initial A.
-    The lambdas, ``n_components`` (2100 up to 2100 features) and ``n_similarity=2`` are the
-    paper's. The paper's
-    literal variant is ``NTClustering(C, assign="paper", init="random", scaling=None,
-    max_iter=100)``.
+    **Defaults and the paper.** The defaults clustered best on COIL-20, ORL and Extended Yale B
+    at the paper's resolutions, one configuration for all three (``docs/results.md``,
+    ``python -m benchmarks.reproduce``). The paper's literal variant is
+    ``NTClustering(C, assign="paper", init="random", scaling=None, max_iter=100)``.
 
     Examples
     --------
