@@ -35,9 +35,10 @@ def positive_int(text):
 
 def load(name):
     """``(X, y)`` of a data set at the paper's resolution (``"demo"``: the shipped copy)."""
-    from ntnumba import datasets
+    from ntnumba.datasets import load_demo
+    from . import datasets
     if name == "demo":
-        X, y = datasets.load_demo("16x16")
+        X, y = load_demo("16x16")
         keep = y < 5
         return X[keep], y[keep]
     loader = {"coil20": datasets.load_coil20, "orl": datasets.load_orl,

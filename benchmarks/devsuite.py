@@ -70,7 +70,7 @@ def _paper(name):
 
 def _real(name):
     def load():
-        from ntnumba import datasets
+        from benchmarks import datasets
         return {"usps": datasets.load_usps, "isolet": datasets.load_isolet,
                 "mnist": datasets.load_mnist_subset}[name]()
     return load

@@ -8,8 +8,8 @@ import pytest
 from scipy.io import loadmat
 
 from benchmarks import devsuite, reproduce
+from benchmarks.datasets import get_data_home, load_isolet, load_mnist_subset, load_usps
 from ntnumba import NTClustering
-from ntnumba.datasets import get_data_home, load_isolet, load_mnist_subset, load_usps
 from ntnumba.metrics import clustering_accuracy, nmi
 
 

@@ -242,8 +242,8 @@ def test_public_docstrings_have_examples():
 
 
 def _data_loaders():
-    """The loaders of ntnumba.datasets that read the data folder (they take ``data_home``)."""
-    from ntnumba import datasets
+    """The loaders of benchmarks.datasets that read the data folder (they take ``data_home``)."""
+    from benchmarks import datasets
     return [name for name, fn in inspect.getmembers(datasets, inspect.isfunction)
             if not name.startswith("_") and "data_home" in inspect.signature(fn).parameters]
 
@@ -254,7 +254,7 @@ def _needs_data_folder(test):
 
 
 def _data_folder_available():
-    from ntnumba.datasets import get_data_home
+    from benchmarks.datasets import get_data_home
     try:
         get_data_home()
     except FileNotFoundError:
