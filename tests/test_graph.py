@@ -64,6 +64,7 @@ def test_remove_shared_and_graph_rows():
     assert G.shared_directions(Q, 0)[1].shape == (0, 6)
 
 
+@pytest.mark.parametrize("n_per", [20, 90])   # dense eigh path and the sparse eigsh path
 def test_spectral_embedding_finds_disconnected_components(n_per):
     rng = np.random.default_rng(3)
     C = 3
