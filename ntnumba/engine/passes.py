@@ -65,7 +65,7 @@ def _stage1_graph(Q, tau, nu, p, labels):
     """The ``graph`` rule: the cluster is fixed, the best candidate of that cluster."""
     labels = np.asarray(labels, dtype=np.int64)
     sim, Y, cost = graph.restricted_stage1(Q, tau, nu, labels, p.lambda0, p.lambda1,
-                                            p.lambda_a)
+                                           p.lambda_a)
     return labels, sim, Y, None, cost
 
 
@@ -202,9 +202,9 @@ def pass_final(Xk, carry, labels_k, A, tau, nu, p):
 
 
 def vote_space(Xref, mean, V, representation):
-    """``(weights, mean, V, offset)``: what :func:`ntnumba.partition.graph.graph_rows` needs to give the
-    rows the graph rule compares, for the partition's ``mean`` and shared directions ``V`` and
-    the representation rules of the reference set ``Xref`` (scaled;
+    """``(weights, mean, V, offset)``: what :func:`ntnumba.partition.graph.graph_rows` needs to
+    give the rows the graph rule compares, for the partition's ``mean`` and shared directions
+    ``V`` and the representation rules of the reference set ``Xref`` (scaled;
     :func:`ntnumba.partition.select.graph_space`)."""
     w, offset, _ = select.graph_space(Xref, representation)
     return w, mean, V, offset
@@ -267,8 +267,8 @@ def graph_vote(X, space, rows_ref, labels_ref, p, *, match=None, return_votes=Fa
     ``n_neighbors``. ``match`` (None or int array of shape (n,)): the reference row equal to
     each row (:func:`row_matches`; -1: none); such a row gets that reference row's label (the
     partition, not a vote) and the leave-one-out vote of the others (its score and shares).
-    Returns what :func:`ntnumba.partition.graph.knn_vote` returns (``return_votes``: as there). The one
-    vote of the fit (rows outside the reference sample, :func:`pass_vote`) and of
+    Returns what :func:`ntnumba.partition.graph.knn_vote` returns (``return_votes``: as there).
+    The one vote of the fit (rows outside the reference sample, :func:`pass_vote`) and of
     ``predict``.
 
     Examples
@@ -286,7 +286,7 @@ def graph_vote(X, space, rows_ref, labels_ref, p, *, match=None, return_votes=Fa
     hit = None if match is None else np.asarray(match, dtype=np.int64) >= 0
     exclude = match if hit is not None and hit.any() else None
     out = graph.knn_vote(space_rows(X, space), rows_ref, labels_ref, p.n_clusters,
-                          p.n_neighbors, exclude=exclude, return_votes=return_votes)
+                         p.n_neighbors, exclude=exclude, return_votes=return_votes)
     if exclude is not None:
         out[0][hit] = labels_ref[np.asarray(match)[hit]]
     return out

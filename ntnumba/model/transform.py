@@ -419,8 +419,8 @@ def transform_objective(A, X=None, Ybar=None, lambda2=16.0, lambda3=16.0, lambda
         if X.shape[1] != A.shape[1] or Ybar.shape != (X.shape[0], A.shape[0]):
             raise ValueError(f"shapes do not match: A {A.shape}, X {X.shape}, Ybar {Ybar.shape}")
         R = X @ A.T - Ybar
-        return 0.5 * float(np.vdot(R, R)) + stage3_regulariser(S, A.shape[0], lambda2, lambda3,
-                                                          lambda4)
+        return 0.5 * float(np.vdot(R, R)) + stage3_regulariser(S, A.shape[0], lambda2,
+                                                               lambda3, lambda4)
     stats = _resolve_stats(X, Ybar, stats)
     if stats.cross.shape != A.shape:
         raise ValueError(f"A: expected shape {stats.cross.shape}, got {A.shape}")
@@ -948,7 +948,8 @@ def _lambda_max(G):
 
 
 def stage3_regulariser_sv(sv, M, lambda2, lambda3, lambda4):
-    """:func:`stage3_regulariser` from the singular values ``sv`` of ``A`` (eigenvalues of S = sv^2)."""
+    """:func:`stage3_regulariser` from the singular values ``sv`` of ``A`` (the eigenvalues of
+    ``S`` are ``sv^2``)."""
     s2 = np.square(sv)
     tr = float(np.sum(s2))
     val = 0.5 * lambda2 * tr + 0.5 * lambda3 * (float(np.sum(np.square(s2))) - 2.0 * tr + M)
@@ -966,7 +967,8 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
     Every evaluated point ``A`` is paired with ``A G``: the data term is
     ``1/2 <A G, A> - <B0, A> + 1/2 ||Ybar||^2`` (O(MN) given ``A G``, which the next step needs
     anyway), and the regulariser of a closed-form step comes from its singular values
-    (:func:`stage3_regulariser_sv`): a step costs ``A G``, ``B^T B``, one N x N ``eigh`` and ``B H``.
+    (:func:`stage3_regulariser_sv`): a step costs ``A G``, ``B^T B``, one N x N ``eigh`` and
+    ``B H``.
 
     Reduced space. When the closed-form start goes through ``B0 = Qb R`` (the QR route, the
     usual one for image data) and is the better start, every MM iterate stays in the span of
