@@ -161,12 +161,15 @@ def pass_gram(Xk, carry):
     return X64.T @ X64
 
 
-def pass_stage3(Xk, carry, labels_k, sim_k, rows, tau, nu, lambda_a):
+def pass_stage3(Xk, carry, labels_k, sim_k, rows, tau, nu, lambda_a, basis=None):
     """``(X^T X, Ybar^T X, ||Ybar||^2)`` of the block without forming ``Ybar``; ``X^T X``
-    (known to the driver) only for a subset ``rows`` (the paper's online update), else 0."""
+    (known to the driver) only for a subset ``rows`` (the paper's online update), else 0.
+    ``basis`` (N x r): of the rows ``X @ basis`` (Stage 3 in the span of the rows)."""
     Y = carry["Y"]
     if rows is not None:
         Xk, Y, labels_k, sim_k = Xk[rows], Y[rows], labels_k[rows], sim_k[rows]
+    if basis is not None:
+        Xk = _matmul(Xk.astype(np.float64, copy=False), basis)
     st = assignment_statistics(Xk, Y, tau, nu, labels_k, sim_k, lambda_a,
                                gram=None if rows is not None else 0.0)
     return (st.gram if rows is not None else 0.0), st.cross, st.target_sq
