@@ -273,3 +273,14 @@ def test_fit_in_the_span_chunked_partial_and_online():
     d.partial_fit(X[:15])
     d.partial_fit(X[15:])
     assert np.all(np.isfinite(d.components_))
+
+
+def test_fit_of_zero_rows_with_fewer_rows_than_features():
+    # the span of zero rows has no dimension: the map is s0 times an isometry everywhere
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # all representations are zero
+        model = NTClustering(1, n_components=6, random_state=0).fit(np.zeros((2, 5)))
+    s0 = orthogonal_singular_value(*(v / 2.0 for v in (16.0, 16.0, 16.0)))
+    np.testing.assert_allclose(np.linalg.svd(model.components_, compute_uv=False), s0,
+                               rtol=1e-12)

@@ -261,7 +261,7 @@ def assignment_statistics(X, Y, tau, nu, labels, similarity_labels, lambda_a=1.0
     >>> bool(np.allclose(st.cross, ref.cross)), bool(np.isclose(st.target_sq, ref.target_sq))
     (True, True)
     """
-    X = as_float_array(X, "X", ndim=2)
+    X = as_float_array(X, "X", ndim=2, allow_empty=True)  # no columns: the span of zero rows
     n, N = X.shape
     Y = np.asarray(Y)
     M = Y.shape[1]
