@@ -14,7 +14,10 @@ What is measured (see ``docs/performance.md`` for a recorded run):
   (:func:`ntnumba.kernels.update_transform` on the iteration's statistics, as a fit calls it)
   and one full iteration (Stages 1-3 and the objective composed of the kernels as a fit runs
   them, ``benchmarks.stages.iterate``), each at 1 and at all numba threads, float64; Stage 1
-  also in float32 (and the share of identical assignments). The Stage-1 targets (speed-up,
+  also in float32 (and the share of identical assignments);
+* in the same round-robin, the product ``Q = X A^T`` as the iteration computes it, and the
+  ratio one iteration / that product (printed beside the two times; ``--ratio-only``: only
+  these two, interleaved); The Stage-1 targets (speed-up,
   threads, throughput, float32) are measured on the full evaluation (problems:
   ``benchmarks/stages.py``, shared with the asv suite);
 * the same iteration by the NumPy reference (``benchmarks.reference``), stage by stage;
@@ -59,6 +62,32 @@ def interleaved(funcs, repeat):
             f()
             times[k].append(time.perf_counter() - t)
     return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def ratio_line(times):
+    """The line "one iteration / Q = X A^T product" of medians of one run."""
+    it, qax = times["iteration"], times["qax"]
+    return (f"one iteration / Q = X A^T product: {it / qax:.2f} (iteration {it:.4f} s, "
+            f"Q = X A^T {qax:.4f} s, medians of the same interleaved run)")
+
+
+def ratio_only(size="coil", repeat=9, stream=None):
+    """Only the iteration and the product ``Q = X A^T``, interleaved ``repeat`` times (all
+    numba threads, the fit's BLAS setting); prints (on ``stream``, default standard output)
+    and returns their medians and ratio."""
+    stream = sys.stdout if stream is None else stream
+    with blas_limit():
+        pb = problem(size)
+        calls = stage_calls(pb)
+        funcs = {"iteration": calls["iteration"], "qax": calls["qax"]}
+        for f in funcs.values():
+            f()
+        times = interleaved(funcs, repeat)
+    load = machine()["loadavg"]
+    times["ratio"] = times["iteration"] / times["qax"]
+    print(f"--size {size}, {repeat} repeats, load average {load}", file=stream)
+    print(ratio_line(times), file=stream, flush=True)
+    return dict(times, loadavg=load)
 
 
 def machine():
@@ -204,6 +233,7 @@ def _run(size, repeat, ref_repeat, fit_iter, peers, memory, compile_time, scalin
             stages[th] = interleaved(funcs, repeat)
             say(f"ntnumba, {th} thread(s):",
                 ", ".join(f"{k} {v:.4f} s" for k, v in stages[th].items()))
+            say(ratio_line(stages[th]))
     finally:
         numba.set_num_threads(old)
     res["ntnumba"] = stages
@@ -365,6 +395,9 @@ def _summary_rows(res):
         ("Stage 1 as the fit runs it, prune=True (s)", full["stage1_pruned"], "", None),
         ("Stage 2 (s)", full["stage2"], "", None),
         ("Stage 3 (s)", full["stage3"], "", None),
+        ("Q = X A^T product (s)", full["qax"], "", None),
+        ("one iteration / Q = X A^T product", full["iteration"] / full["qax"],
+         "<= 2 (goal 1.5)", full["iteration"] / full["qax"] <= 2),
         ("Stage 1 speed-up vs NumPy reference", ref["stage1"] / full["stage1"], ">= 50",
          ref["stage1"] / full["stage1"] >= 50),
         ("iteration speed-up vs NumPy reference", ref["iteration"] / full["iteration"], "", None),
@@ -452,12 +485,17 @@ def build_parser():
     ap.add_argument("--no-scaling", action="store_true",
                     help="skip the time-against-n measurement (three sizes)")
     ap.add_argument("--json", metavar="FILE", help="also write the raw results to this file")
+    ap.add_argument("--ratio-only", action="store_true",
+                    help="only one iteration and the product Q = X A^T, interleaved --repeat "
+                         "times, and their ratio (seconds)")
     return ap
 
 
 def main(argv=None):
     """Run the benchmark (see ``python -m benchmarks.bench --help``); returns the results."""
     a = build_parser().parse_args(argv)
+    if a.ratio_only:
+        return ratio_only(a.size, a.repeat)
     res = run(a.size, repeat=a.repeat, ref_repeat=a.ref_repeat, fit_iter=a.fit_iter,
               peers=not a.no_peers, memory=not a.no_memory, compile_time=not a.no_compile,
               scaling=not a.no_scaling)

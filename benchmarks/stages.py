@@ -197,8 +197,10 @@ def problem(size, seed=0):
 
 
 def stage_calls(pb, dtype=np.float64):
-    """Callables of Stage 1, 2, 3 and one iteration on the problem ``pb``; the inputs of
-    Stages 2 and 3 (Stage 1's output) are computed once here. Stage 1 also in ``dtype``."""
+    """Callables of Stage 1, 2, 3, one iteration and the product ``Q = X A^T`` (as
+    :func:`iterate` computes it: the unit of an iteration's cost) on the problem ``pb``; the
+    inputs of Stages 2 and 3 (Stage 1's output) are computed once here. Stage 1 also in
+    ``dtype``."""
     from ntnumba.kernels import assign, update_theta, update_transform
     p, X = pb.p, pb.X
     Qd = pb.Q.astype(dtype)
@@ -222,6 +224,7 @@ def stage_calls(pb, dtype=np.float64):
         "stage3": stage3,
         "iteration": lambda: iterate(X, pb.A, pb.tau, pb.nu, p, pb.Q, pb.stats,
                                      dict(pb.workspace)),
+        "qax": lambda: X @ pb.A.T,
     }
 
 

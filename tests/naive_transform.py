@@ -148,3 +148,23 @@ def closed_form_anchored(B, c, lam2, lam3, lam4, anchor, rank, gram=None):
     Z = Z - Ur @ (Ur.T @ Z)
     Pu, _, Pvt = np.linalg.svd(Z, full_matrices=False)
     return A + Pu @ Pvt @ D @ V0.T
+
+
+def span_map(A1, P, s0, W):
+    """``A1 P^T + s0 Omega``: ``Omega`` the polar factor of ``(I - U U^T) W (I - P P^T)`` on
+    the complement of ``span(P)`` (``U``: left singular vectors of ``A1``), from a full SVD
+    (its ``N - r`` largest singular directions)."""
+    M, r = A1.shape
+    N = P.shape[0]
+    U = np.linalg.svd(A1, full_matrices=False)[0]
+    Pi = np.eye(N) - P @ P.T
+    Z = (np.eye(M) - U @ U.T) @ W @ Pi
+    Uz, _, Vzt = np.linalg.svd(Z, full_matrices=False)
+    k = N - r
+    return A1 @ P.T + s0 * Uz[:, :k] @ Vzt[:k]
+
+
+def prior_singular_value(lam2, lam3, lam4):
+    """argmin over s > 0 of the regulariser of one singular value (no data): the quartic's
+    root for t = 0, c = 0."""
+    return quartic_root(0.0, 0.0, lam2, lam3, lam4)

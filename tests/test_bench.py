@@ -82,7 +82,8 @@ def test_every_asv_benchmark_runs_once_at_tiny_size(asv_suite, monkeypatch):
         "Stage1.time_assign", "Stage2.time_update_theta", "Stage3.time_update_transform",
         "Iteration.time_iteration", "Fit.peakmem_fit", "Quality.track_objective",
         "Quality.track_clustering_accuracy", "Compile.track_compile_all_kernels",
-        "Compile.track_first_call_from_cache"}
+        "Compile.track_first_call_from_cache", "PaperIteration.time_iteration",
+        "PaperIteration.time_qax", "PaperIteration.track_iteration_over_qax"}
 
 
 def test_compile_times_cold_then_cached_in_one_fresh_cache(monkeypatch):
@@ -109,6 +110,10 @@ def test_bench_script_tiny(capsys):
                  compile_time=False, scaling=False)
     table = nb.format_table(res["summary"])
     assert "Stage 1 speed-up vs NumPy reference" in table
+    # the iteration in products Q = X A^T, from the same round-robin
+    full = res["ntnumba"][max(res["ntnumba"])]
+    assert f"| one iteration / Q = X A^T product | {full['iteration'] / full['qax']:.4g} |" \
+        in table
     assert res["reference_identical_assignments"] == 1.0
     # the COIL-size targets are not applied to the tiny problem; the size-free ones are
     assert "| (>= 50 at --size coil) |  |" in table
@@ -120,6 +125,15 @@ def test_bench_script_tiny(capsys):
     for phase in ("--size tiny: loading", "Stages 1-3", "NumPy reference", "roof",
                   "scikit-learn peers"):
         assert re.search(rf"^\[bench +[\d.]+ s\] .*{re.escape(phase)}", err, flags=re.M), err
+
+
+def test_bench_ratio_only(capsys):
+    import benchmarks.bench as nb
+    out = nb.main(["--size", "tiny", "--ratio-only", "--repeat", "2"])
+    assert out["ratio"] == pytest.approx(out["iteration"] / out["qax"])
+    printed = capsys.readouterr().out
+    assert f"one iteration / Q = X A^T product: {out['ratio']:.2f} " in printed
+    assert "load average" in printed
 
 
 def test_bench_targets_per_size():

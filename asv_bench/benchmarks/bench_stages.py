@@ -1,4 +1,10 @@
-"""Time of each stage and of one full iteration (Stages 1-3 and the objective)."""
+"""Time of each stage and of one full iteration (Stages 1-3 and the objective), and one
+iteration against the product ``Q = X A^T``."""
+import time
+
+import numba
+import numpy as np
+
 from .common import DTYPES, SIZES, THREADS, Threads, stage1_input, stage_inputs, warm_up
 
 
@@ -60,3 +66,41 @@ class Iteration(_Stage):
 
     def time_iteration(self, size, threads):
         self.f()
+
+
+class PaperIteration(Threads):
+    """One iteration of the paper's algorithm and the product ``Q = X A^T`` in the same class
+    (the problem of each size, all numba threads): ``track_iteration_over_qax`` is the cost of
+    an iteration in products, from medians of the two timed alternately in one process, so that
+    the machine's load cancels. COIL-20 at the paper's size: n = 1440, N = 500, M = 2100,
+    C = 20, Cs = 2 (target <= 2, goal 1.5)."""
+    params = [SIZES]
+    param_names = ["size"]
+    timeout = 600
+    repeat_ratio = 7
+
+    def setup(self, size):
+        warm_up()
+        calls = stage_inputs(size)
+        self.iteration, self.qax = calls["iteration"], calls["qax"]
+        self.set_threads(numba.config.NUMBA_NUM_THREADS)
+        self.iteration()
+        self.qax()
+
+    def time_iteration(self, size):
+        self.iteration()
+
+    def time_qax(self, size):
+        """``Q = X A^T`` as the iteration computes it."""
+        self.qax()
+
+    def track_iteration_over_qax(self, size):
+        times = {"iteration": [], "qax": []}
+        for _ in range(self.repeat_ratio):
+            for key, f in (("iteration", self.iteration), ("qax", self.qax)):
+                t = time.perf_counter()
+                f()
+                times[key].append(time.perf_counter() - t)
+        return float(np.median(times["iteration"]) / np.median(times["qax"]))
+
+    track_iteration_over_qax.unit = "iteration / product"

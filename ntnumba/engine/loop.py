@@ -32,7 +32,8 @@ from .passes import compute_Q  # noqa: F401 - the driver's name for it
 from .fitted import FittedModel
 from .sources import MemoryBlocks, block_rows
 from ..model.theta import data_terms, prior_up, solve_theta, theta_objective
-from ..model.transform import TransformStatistics, stage3_regulariser, stage3_regulariser_sv, update_transform
+from ..model.transform import (RowSpan, TransformStatistics, row_span, stage3_regulariser,
+                               stage3_regulariser_sv, update_transform)
 from ..core.validation import user_stacklevel
 
 #: Size of the reference sample of every fit (in memory, chunked, Dask): the initialisation and,
@@ -302,7 +303,10 @@ def _forgotten(acc, new, forget):
 
 
 def gram(src):
-    """``X^T X`` of the source (float64, symmetric)."""
+    """``X^T X`` of the source (float64, symmetric); with fewer rows than features the span of
+    the rows (:class:`RowSpan`), in which Stage 3 then works."""
+    if src.n < src.N:
+        return row_span(src.take())
     G = src.map(P.pass_gram, combine=P.add)
     return 0.5 * (G + G.T)
 
@@ -346,14 +350,21 @@ def iterate_blocks(ctx, state, p, rng):
                 rows[b] = r
             blocks = [b for b, *_ in parts]
         args = [(labels[s:e], sim[s:e], rows[b]) for b, (s, e) in enumerate(src.bounds)]
-        G, cross, tsq = src.map(P.pass_stage3, args, (tau, nu, p.lambda_a), use_carry=True,
-                                blocks=blocks, combine=P.add)
-        stats3 = TransformStatistics(ctx.gram if p.online_fraction is None else G, cross,
+        span = ctx.gram if isinstance(ctx.gram, RowSpan) else None
+        gram3 = ctx.gram
+        if span is not None and (p.online_fraction is not None or ctx.forget is not None):
+            span, gram3 = None, ctx.gram.full_gram()  # a subset's, running sums: all of R^N
+        G, cross, tsq = src.map(P.pass_stage3, args, (tau, nu, p.lambda_a,
+                                                      None if span is None else span.basis),
+                                use_carry=True, blocks=blocks, combine=P.add)
+        stats3 = TransformStatistics((gram3 if span is None else span.gram)
+                                     if p.online_fraction is None else G, cross,
                                      max(float(tsq), 0.0), m, src.dtype)
         if ctx.forget is not None:
             stats3 = ctx.transform_sums = _forgotten(ctx.transform_sums, stats3, ctx.forget)
         if p.online_fraction is None:
-            A = update_transform(A=A, stats=stats3, workspace=ctx.workspace, **stage3_priors(p))
+            A = update_transform(A=A, stats=stats3, workspace=ctx.workspace, span=span,
+                                 **stage3_priors(p))
         else:
             A = update_transform(A=A, stats=stats3, online_rate=p.online_rate,
                                  **stage3_priors(p))

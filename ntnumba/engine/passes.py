@@ -65,7 +65,7 @@ def _stage1_graph(Q, tau, nu, p, labels):
     """The ``graph`` rule: the cluster is fixed, the best candidate of that cluster."""
     labels = np.asarray(labels, dtype=np.int64)
     sim, Y, cost = graph.restricted_stage1(Q, tau, nu, labels, p.lambda0, p.lambda1,
-                                            p.lambda_a)
+                                           p.lambda_a)
     return labels, sim, Y, None, cost
 
 
@@ -161,12 +161,15 @@ def pass_gram(Xk, carry):
     return X64.T @ X64
 
 
-def pass_stage3(Xk, carry, labels_k, sim_k, rows, tau, nu, lambda_a):
+def pass_stage3(Xk, carry, labels_k, sim_k, rows, tau, nu, lambda_a, basis=None):
     """``(X^T X, Ybar^T X, ||Ybar||^2)`` of the block without forming ``Ybar``; ``X^T X``
-    (known to the driver) only for a subset ``rows`` (the paper's online update), else 0."""
+    (known to the driver) only for a subset ``rows`` (the paper's online update), else 0.
+    ``basis`` (N x r): of the rows ``X @ basis`` (Stage 3 in the span of the rows)."""
     Y = carry["Y"]
     if rows is not None:
         Xk, Y, labels_k, sim_k = Xk[rows], Y[rows], labels_k[rows], sim_k[rows]
+    if basis is not None:
+        Xk = _matmul(Xk.astype(np.float64, copy=False), basis)
     st = assignment_statistics(Xk, Y, tau, nu, labels_k, sim_k, lambda_a,
                                gram=None if rows is not None else 0.0)
     return (st.gram if rows is not None else 0.0), st.cross, st.target_sq
@@ -202,9 +205,9 @@ def pass_final(Xk, carry, labels_k, A, tau, nu, p):
 
 
 def vote_space(Xref, mean, V, representation):
-    """``(weights, mean, V, offset)``: what :func:`ntnumba.partition.graph.graph_rows` needs to give the
-    rows the graph rule compares, for the partition's ``mean`` and shared directions ``V`` and
-    the representation rules of the reference set ``Xref`` (scaled;
+    """``(weights, mean, V, offset)``: what :func:`ntnumba.partition.graph.graph_rows` needs to
+    give the rows the graph rule compares, for the partition's ``mean`` and shared directions
+    ``V`` and the representation rules of the reference set ``Xref`` (scaled;
     :func:`ntnumba.partition.select.graph_space`)."""
     w, offset, _ = select.graph_space(Xref, representation)
     return w, mean, V, offset
@@ -267,8 +270,8 @@ def graph_vote(X, space, rows_ref, labels_ref, p, *, match=None, return_votes=Fa
     ``n_neighbors``. ``match`` (None or int array of shape (n,)): the reference row equal to
     each row (:func:`row_matches`; -1: none); such a row gets that reference row's label (the
     partition, not a vote) and the leave-one-out vote of the others (its score and shares).
-    Returns what :func:`ntnumba.partition.graph.knn_vote` returns (``return_votes``: as there). The one
-    vote of the fit (rows outside the reference sample, :func:`pass_vote`) and of
+    Returns what :func:`ntnumba.partition.graph.knn_vote` returns (``return_votes``: as there).
+    The one vote of the fit (rows outside the reference sample, :func:`pass_vote`) and of
     ``predict``.
 
     Examples
@@ -286,7 +289,7 @@ def graph_vote(X, space, rows_ref, labels_ref, p, *, match=None, return_votes=Fa
     hit = None if match is None else np.asarray(match, dtype=np.int64) >= 0
     exclude = match if hit is not None and hit.any() else None
     out = graph.knn_vote(space_rows(X, space), rows_ref, labels_ref, p.n_clusters,
-                          p.n_neighbors, exclude=exclude, return_votes=return_votes)
+                         p.n_neighbors, exclude=exclude, return_votes=return_votes)
     if exclude is not None:
         out[0][hit] = labels_ref[np.asarray(match)[hit]]
     return out

@@ -62,6 +62,7 @@ SVD of the M x N matrix (docs/research/stage3-mm-acceleration.md).
 from dataclasses import dataclass
 
 import numpy as np
+from numba import get_num_threads
 from scipy.linalg import qr as scipy_qr
 from scipy.linalg import solve_triangular
 from scipy.linalg.lapack import dorgqr as _dorgqr
@@ -71,6 +72,8 @@ from ..core.linalg import svd as _svd  # gesdd, gesvd where gesdd does not conve
 from ..core.parallel import background as _background
 from ..core.parallel import blas_limit as _blas_limit
 from ..core.parallel import matmul as _matmul
+from ..core.parallel import run_blocks
+from ..core.parallel import serial as _serial
 from ..core.validation import as_float_array, check_choice, check_scalar
 
 
@@ -258,7 +261,7 @@ def assignment_statistics(X, Y, tau, nu, labels, similarity_labels, lambda_a=1.0
     >>> bool(np.allclose(st.cross, ref.cross)), bool(np.isclose(st.target_sq, ref.target_sq))
     (True, True)
     """
-    X = as_float_array(X, "X", ndim=2)
+    X = as_float_array(X, "X", ndim=2, allow_empty=True)  # no columns: the span of zero rows
     n, N = X.shape
     Y = np.asarray(Y)
     M = Y.shape[1]
@@ -419,8 +422,8 @@ def transform_objective(A, X=None, Ybar=None, lambda2=16.0, lambda3=16.0, lambda
         if X.shape[1] != A.shape[1] or Ybar.shape != (X.shape[0], A.shape[0]):
             raise ValueError(f"shapes do not match: A {A.shape}, X {X.shape}, Ybar {Ybar.shape}")
         R = X @ A.T - Ybar
-        return 0.5 * float(np.vdot(R, R)) + stage3_regulariser(S, A.shape[0], lambda2, lambda3,
-                                                          lambda4)
+        return 0.5 * float(np.vdot(R, R)) + stage3_regulariser(S, A.shape[0], lambda2,
+                                                               lambda3, lambda4)
     stats = _resolve_stats(X, Ybar, stats)
     if stats.cross.shape != A.shape:
         raise ValueError(f"A: expected shape {stats.cross.shape}, got {A.shape}")
@@ -948,7 +951,8 @@ def _lambda_max(G):
 
 
 def stage3_regulariser_sv(sv, M, lambda2, lambda3, lambda4):
-    """:func:`stage3_regulariser` from the singular values ``sv`` of ``A`` (eigenvalues of S = sv^2)."""
+    """:func:`stage3_regulariser` from the singular values ``sv`` of ``A`` (the eigenvalues of
+    ``S`` are ``sv^2``)."""
     s2 = np.square(sv)
     tr = float(np.sum(s2))
     val = 0.5 * lambda2 * tr + 0.5 * lambda3 * (float(np.sum(np.square(s2))) - 2.0 * tr + M)
@@ -966,7 +970,8 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
     Every evaluated point ``A`` is paired with ``A G``: the data term is
     ``1/2 <A G, A> - <B0, A> + 1/2 ||Ybar||^2`` (O(MN) given ``A G``, which the next step needs
     anyway), and the regulariser of a closed-form step comes from its singular values
-    (:func:`stage3_regulariser_sv`): a step costs ``A G``, ``B^T B``, one N x N ``eigh`` and ``B H``.
+    (:func:`stage3_regulariser_sv`): a step costs ``A G``, ``B^T B``, one N x N ``eigh`` and
+    ``B H``.
 
     Reduced space. When the closed-form start goes through ``B0 = Qb R`` (the QR route, the
     usual one for image data) and is the better start, every MM iterate stays in the span of
@@ -1095,10 +1100,345 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
     return finish(A, aga, sv)
 
 
+# --------------------------------------------------------------------------------------------
+# Fewer samples than features: Stage 3 in the span of the rows
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class RowSpan:
+    """An orthonormal basis of the span of the rows of ``X`` and the data in it.
+
+    With ``n < N`` rows the training data span at most an ``n``-dimensional subspace of
+    ``R^N``; Stage 3 then works in it (``update_transform(..., span=...)``): its statistics are
+    those of the projected rows ``X @ basis`` (``r x r`` and ``M x r`` instead of ``N x N`` and
+    ``M x N``), see :func:`row_span`.
+
+    Attributes
+    ----------
+    basis : ndarray of shape (N, r), float64
+        Orthonormal columns spanning the rows of ``X`` (up to rows of rounding size).
+    gram : ndarray of shape (r, r), float64
+        ``(X basis)^T (X basis)``: ``X^T X`` in the span.
+    n_samples : int
+    """
+
+    basis: np.ndarray
+    gram: np.ndarray
+    n_samples: int
+
+    @property
+    def n_features(self):
+        """N, the input dimension."""
+        return self.basis.shape[0]
+
+    @property
+    def rank(self):
+        """r, the dimension of the span."""
+        return self.basis.shape[1]
+
+    def project(self, X):
+        """The coordinates ``X @ basis`` (float64) of rows ``X`` (n, N) in the span."""
+        X = as_float_array(X, "X", ndim=2).astype(np.float64, copy=False)
+        if X.shape[1] != self.n_features:
+            raise ValueError(f"X: expected {self.n_features} features, got {X.shape[1]}")
+        return _matmul(X, self.basis)
+
+    def full_gram(self):
+        """``X^T X`` (N x N) from the span, ``basis gram basis^T`` (computed once)."""
+        G = self.__dict__.get("_full_gram")
+        if G is None:
+            G = _matmul(_matmul(self.basis, self.gram), self.basis.T)
+            G = 0.5 * (G + G.T)
+            object.__setattr__(self, "_full_gram", G)
+        return G
+
+
+def row_span(X):
+    """The span of the rows of ``X`` (:class:`RowSpan`), from the thin SVD ``X = U S W^T``.
+
+    The basis is the right singular vectors of the singular values above
+    ``max(n, N) eps s_max`` (numpy's rank tolerance: rows within rounding of a smaller span are
+    in it). Cost ``O(n^2 N)`` time, ``O(n N)`` memory; for ``n < N`` the Stage-3 statistics in
+    the span (:func:`span_statistics`) replace ``X^T X`` (``N x N``) and ``Ybar^T X``
+    (``M x N``).
+
+    Parameters
+    ----------
+    X : array-like of shape (n, N)
+
+    Returns
+    -------
+    RowSpan
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba.model.transform import row_span
+    >>> X = np.random.default_rng(0).standard_normal((3, 8))
+    >>> sp = row_span(X)
+    >>> sp.basis.shape, bool(np.allclose(sp.project(X) @ sp.basis.T, X))
+    ((8, 3), True)
+    """
+    X = as_float_array(X, "X", ndim=2).astype(np.float64, copy=False)
+    n, N = X.shape
+    if n == 0 or N == 0 or not np.any(X):
+        basis = np.zeros((N, 0))
+    else:
+        big = float(np.max(np.abs(X)))
+        # the SVD of X / 2^e (exact): no overflow of the squares inside LAPACK
+        scale = np.ldexp(1.0, -int(np.frexp(big)[1]))
+        with _serial_lapack():
+            _, s, Wt = _svd(X * scale, full_matrices=False)
+        keep = s > max(n, N) * _EPS * s[0]
+        basis = np.ascontiguousarray(Wt[keep].T)
+    Xp = _matmul(X, basis)
+    gram = Xp.T @ Xp
+    return RowSpan(basis, 0.5 * (gram + gram.T), n)
+
+
+def span_statistics(X, Ybar, span):
+    """:class:`TransformStatistics` of the projected rows ``X @ span.basis`` and ``Ybar``, with
+    ``span.gram`` as their ``X^T X`` (the statistics of ``update_transform(..., span=span)``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba.model.transform import row_span, span_statistics
+    >>> rng = np.random.default_rng(0)
+    >>> X, Ybar = rng.standard_normal((3, 8)), rng.standard_normal((3, 10))
+    >>> span_statistics(X, Ybar, row_span(X)).cross.shape
+    (10, 3)
+    """
+    X = as_float_array(X, "X", ndim=2)
+    Ybar = as_float_array(Ybar, "Ybar", ndim=2).astype(np.float64, copy=False)
+    if Ybar.shape[0] != X.shape[0]:
+        raise ValueError(f"X and Ybar must have the same number of rows, got {X.shape[0]} and "
+                         f"{Ybar.shape[0]}")
+    cross = _matmul(Ybar.T, span.project(X))
+    return TransformStatistics(span.gram, cross, float(np.vdot(Ybar, Ybar)), X.shape[0],
+                               np.dtype(X.dtype))
+
+
+def orthogonal_singular_value(lambda2=16.0, lambda3=16.0, lambda4=16.0):
+    """The singular value that minimises the regulariser alone: ``s0 = argmin_s
+    lambda2/2 s^2 + lambda3/2 (s^2 - 1)^2 - lambda4 log s^2`` (the quartic's root for
+    ``s_i = 0``, ``c = 0``).
+
+    Outside the span of the training rows the Stage-3 objective sees ``A`` through the
+    regulariser only, and its minimiser acts there as ``s0`` times an isometry (see
+    :func:`update_transform`, ``span``).
+
+    Examples
+    --------
+    >>> from ntnumba.model.transform import orthogonal_singular_value
+    >>> s0 = orthogonal_singular_value(1.0, 1.0, 1.0)   # root of 2 s^4 - 1 s^2 - 2
+    >>> round(2 * s0 ** 4 - s0 ** 2 - 2, 12)
+    0.0
+    """
+    return float(transform_singular_values(0.0, 0.0, lambda2, lambda3, lambda4))
+
+
+def _rows_apply(fn, M, N):
+    """``fn(start, stop)`` over row blocks of an M x N result (about 16 MiB each), on numba's
+    threads inside ``blas_limit(1)`` (one BLAS thread per block), else in this thread."""
+    rows = max(64, (1 << 21) // max(N, 1))
+    bounds = list(range(0, M, rows)) + [M]
+    if len(bounds) < 2:
+        return
+    run_blocks(fn, bounds, get_num_threads() if _serial() else 1)
+
+
+#: probes of the test whether the current map is an isometry outside the span
+_PROBES = 4
+#: tolerance of that test, relative to s0^2
+_ISOMETRY_TOL = 1e-10
+
+
+def _isometric_outside(A, P, s0):
+    """Whether ``A`` acts outside ``span(P)`` as ``s0`` times an isometry (what a span step
+    returns): ``A (I - P P^T)`` applied to a few seeded Gaussian vectors of the complement."""
+    N, r = P.shape
+    if A is None or not s0 > 0 or N == r:
+        return False
+    Z = np.random.default_rng(0).standard_normal((N, min(_PROBES, N - r)))
+    Z -= P @ (P.T @ Z)
+    Z -= P @ (P.T @ Z)
+    Y = A @ Z
+    ref = (s0 * s0) * (Z.T @ Z)
+    err = np.max(np.abs(Y.T @ Y - ref)) if np.all(np.isfinite(Y)) else np.inf
+    return bool(err <= _ISOMETRY_TOL * np.max(np.abs(ref)))
+
+
+def _span_polar(ZV, project):
+    """The polar factor of ``ZV`` (M x k); columns it has lost (norm <= 1e-8: the anchor had
+    no action there) completed by seeded random orthonormal vectors, ``project`` removing the
+    directions they must avoid."""
+    P = _polar_gram(ZV)
+    if P is not None:
+        return P
+    M, k = ZV.shape
+    Uz, sz, Wzt = _svd(ZV, full_matrices=False)
+    lost = ~(sz > 1e-8)
+    if np.any(lost):
+        rng = np.random.default_rng(0)
+        for _ in range(4):
+            Rn = rng.standard_normal((M, int(np.count_nonzero(lost)))) / np.sqrt(M)
+            for _ in range(2):
+                Rn = project(Rn)
+                Rn -= Uz[:, ~lost] @ (Uz[:, ~lost].T @ Rn)
+            Q, Rq = np.linalg.qr(Rn)
+            d = np.abs(np.diagonal(Rq))
+            if np.all(d > 1e-8):
+                Uz[:, lost] = Q
+                break
+        else:  # pragma: no cover - random columns lost four times
+            raise np.linalg.LinAlgError("could not complete an orthonormal basis")
+    return Uz @ Wzt
+
+
+def span_map(A1, P, s0, anchor=None, anchor_span=None):
+    """The map ``A = A1 P^T + s0 Omega`` (M x N) of a Stage-3 step in the span ``P`` (N x r).
+
+    ``A1`` (M x r) is the map's action on the span, ``Omega`` a partial isometry on its
+    complement (``Omega^T Omega = I - P P^T``) whose range is orthogonal to that of ``A1``:
+    the polar factor of ``(I - U U^T) W`` (``U`` an orthonormal basis of the range of ``A1``)
+    for the anchor ``W``: the current map's action outside the span divided by ``s0`` when
+    that is an isometry (``anchor``, as a map returned by this function is), else the
+    embedding ``W = [I_N; 0] (I - P P^T)`` of the complement into the first ``N`` coordinates.
+    As ``W^T W = I - P P^T``, ``(I - U U^T) W`` differs from an isometry by a term of rank at
+    most ``r``: its polar factor costs ``O(M N r)`` (the SVD of the ``r x N`` matrix
+    ``U^T W``), and the ``M x N`` result is formed once, as ``base + L R`` with ``L`` of
+    at most ``2 r`` columns.
+
+    Parameters
+    ----------
+    A1 : ndarray of shape (M, r)
+    P : ndarray of shape (N, r), orthonormal columns
+    s0 : float
+        :func:`orthogonal_singular_value` of the priors.
+    anchor : ndarray of shape (M, N), optional
+        The current map; used when it is ``s0`` times an isometry outside the span.
+    anchor_span : ndarray of shape (M, r), optional
+        ``anchor @ P`` when known.
+
+    Returns
+    -------
+    A : ndarray of shape (M, N), float64
+    """
+    M, r = A1.shape
+    N = P.shape[0]
+    if M < N:
+        raise ValueError(f"expected M >= N (overcomplete), got M = {M} and N = {N}")
+    current = anchor is not None and _isometric_outside(anchor, P, s0)
+    # U: an orthonormal basis of the range of A1
+    if r:
+        Ua, sa, _ = _svd(A1, full_matrices=False)
+        U = Ua[:, sa > max(M, r) * _EPS * sa[0]] if sa.size and sa[0] > 0 else Ua[:, :0]
+    else:
+        U = np.zeros((M, 0))
+    if current:
+        AP = _matmul(anchor, P) if anchor_span is None else anchor_span
+        UA = _matmul(U.T, anchor)                      # q x N
+        C = (UA - (UA @ P) @ P.T) / s0                 # U^T W
+    else:
+        UN = U[:N]
+        C = UN.T - (UN.T @ P) @ P.T                    # U^T [I; 0] (I - P P^T)
+    if C.size:
+        Uc, sc, Vct = _svd(C, full_matrices=False)
+    else:
+        Uc, sc, Vct = np.zeros((U.shape[1], 0)), np.zeros(0), np.zeros((0, N))
+    keep = sc > 1e-8  # below, (1 - s^2)^(-1/2) - 1 < 1e-16: no correction
+    Vj = Vct[keep].T
+    # Z V for Z = (I - U U^T) W: W V - U (U^T W V), U^T W V = Uc diag(sc)
+    if current:
+        WV = (_matmul(anchor, Vj) - AP @ (P.T @ Vj)) / s0
+    else:
+        WV = np.zeros((M, Vj.shape[1]))
+        WV[:N] = Vj - P @ (P.T @ Vj)
+    ZV = WV - U @ (Uc[:, keep] * sc[keep])
+
+    def project(Y):  # off U and off the range of W outside Vj
+        Y = Y - U @ (U.T @ Y)
+        if current:
+            Wt = (_matmul(anchor.T, Y) - P @ (AP.T @ Y)) / s0
+        else:
+            Wt = Y[:N] - P @ (P.T @ Y[:N])
+        Wt -= Vj @ (Vj.T @ Wt)
+        if current:
+            Y -= (_matmul(anchor, Wt) - AP @ (P.T @ Wt)) / s0
+        else:
+            Y[:N] -= Wt - P @ (P.T @ Wt)
+        return Y
+
+    D = np.zeros((M, sc.size))
+    if Vj.shape[1]:
+        D[:, keep] = _span_polar(ZV, project) - ZV
+    # A = A1 P^T + s0 (W - U C + D Vj^T), U C = U Uc diag(sc) Vc^T: a base (s0 W + A P P^T:
+    # the anchor, or s0 [I; 0]) plus one product of rank r + q
+    first = A1 - AP if current else A1.copy()
+    if not current:
+        first[:N] -= s0 * P
+    L = np.hstack([first, s0 * (D - U @ (Uc * sc))])
+    R = np.vstack([P.T, Vct])
+    out = np.empty((M, N))
+
+    def block(s, e):
+        if L.shape[1]:
+            np.matmul(L[s:e], R, out=out[s:e])
+        else:
+            out[s:e] = 0.0
+        if current:
+            out[s:e] += anchor[s:e]
+        elif s < N:
+            d = np.arange(s, min(e, N))
+            out[d, d] += s0
+    _rows_apply(block, M, N)
+    return out
+
+
+def _span_update(stats, span, A64, A_in, lambda2, lambda3, lambda4, n_steps, tol, init,
+                 accelerate, workspace):
+    """Stage 3 in the span of the rows: the MM iteration on the reduced statistics (``stats``:
+    of ``X @ span.basis``) from ``A P``, then :func:`span_map`. Returns (A, history).
+
+    ``workspace`` holds the reduced problem's workspace (``"span_workspace"``, for ``span``)
+    and, for the driver, the returned ``A``, its singular values and ``<A G, A>``."""
+    P = span.basis
+    N, r = P.shape
+    M = stats.cross.shape[0]
+    s0 = orthogonal_singular_value(lambda2, lambda3, lambda4)
+    ws = {} if workspace is None else workspace
+    if ws.get("span") is not span:
+        ws["span"], ws["span_workspace"] = span, {}
+    sub = ws["span_workspace"]
+    if A64 is None:
+        A1_start = None
+    elif ws.get("A") is A_in and sub.get("A") is not None:
+        A1_start = sub["A"]  # the reduced map A_in was formed from (= A_in P to rounding)
+    else:
+        A1_start = _matmul(A64, P)
+    if r:
+        A1, history = _mm(stats, A1_start, lambda2, lambda3, lambda4, n_steps, tol, init,
+                          accelerate, sub)
+        sv_r = sub.get("sv")
+        if sv_r is None:
+            sv_r = _svd(A1, compute_uv=False)
+        aga = sub.get("AGA")
+    else:  # no data: only the regulariser
+        A1 = np.zeros((M, 0))
+        history = [0.5 * stats.target_sq + 0.5 * lambda3 * M]
+        sv_r, aga = np.zeros(0), 0.0
+    # outside the span every singular value is s0: f gains (N - r)(psi(s0) - lambda3/2)
+    const = stage3_regulariser_sv(np.full(N - r, s0), 0, lambda2, lambda3, lambda4)
+    history = [h + const for h in history]
+    A = span_map(A1, P, s0, anchor=A64, anchor_span=A1_start)
+    ws.update(A=A, sv=np.concatenate([sv_r, np.full(N - r, s0)]), AGA=aga, G=span.gram)
+    return A, history
+
+
 def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, lambda4=16.0,
                      n_steps=30, tol=1e-9, init="best", accelerate=True, stats=None,
                      online_rate=None, sample_fraction=None, random_state=None,
-                     return_history=False, workspace=None):
+                     return_history=False, workspace=None, span=None):
     """Stage-3 update of the linear map: approximately minimise :func:`transform_objective`.
 
     Starts from the approximate closed form (or from ``A`` when that is better, see ``init``) and
@@ -1150,6 +1490,14 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
         is the next call's ``A`` (saves an M x N x N product and a Cholesky factor per call),
         as is the route of the closed-form start. Updated in place; results are identical with or
         without it up to rounding of the reused products.
+    span : RowSpan, optional
+        Work in the span of the rows (``row_span(X)`` of ``ntnumba.model.transform``; for fewer
+        rows than features): ``stats`` are then those of the projected rows
+        (``span_statistics``, ``Ybar^T X`` of shape ``(M, r)``), ``A`` and the result are
+        ``M x N``. Outside the span the result is ``s0`` (``orthogonal_singular_value``) times
+        an isometry onto directions orthogonal to the image of the span (``span_map``), the
+        minimiser there; on the span it is the update of the reduced problem. Batch update
+        only. See Notes.
 
     Returns
     -------
@@ -1189,6 +1537,15 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
     The objective values (history, monotonicity check) are computed from the statistics as
     ``1/2 <G, A^T A> - <B0, A> + 1/2 ||Ybar||^2 + R(A)``.
 
+    With ``span`` (``X = X P P^T``, ``P`` of ``r`` orthonormal columns): ``f`` sees ``A`` on the
+    span only through its data term, and the regulariser is a convex spectral function, so
+    ``f(A) >= f_r(A P) + (N - r)(h(s0^2) - lambda3/2)`` (``f_r``: the problem of the rows
+    ``X P``; ``h(t) = lambda2/2 t + lambda3/2 (t - 1)^2 - lambda4 log t``), with equality when
+    ``A`` acts outside the span as ``s0`` times an isometry orthogonal to ``A P``: the update
+    solves the ``M x r`` problem and forms that map, in ``O(M N r)`` instead of
+    ``O(M N^2 + N^3)``. From a map of that form it gives the full-space update's result up to
+    rounding (docs/algorithm.md, "Fewer samples than features"); ``history`` is ``f``.
+
     The online variant (``online_rate`` / ``sample_fraction``) is implemented literally as in the
     paper; it is **not** monotone in general: neither the subset update nor the convex
     combination needs to decrease ``f`` on the full data.
@@ -1223,6 +1580,10 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
         if A is None:
             raise ValueError("online_rate needs the current A")
 
+    if span is not None:
+        return _update_in_span(X, Ybar, A, span, stats, lambda2, lambda3, lambda4, n_steps, tol,
+                               init, accelerate, online_rate, sample_fraction, return_history,
+                               workspace)
     if sample_fraction is not None:
         X = as_float_array(X, "X", ndim=2)
         Ybar = as_float_array(Ybar, "Ybar", ndim=2)
@@ -1251,6 +1612,41 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
                          bool(accelerate), workspace)
     if online_rate is not None:
         A_hat = (1.0 - online_rate) * A64 + online_rate * A_hat
+    A_out = A_hat.astype(stats.dtype, copy=False)
+    if return_history:
+        return A_out, np.asarray(history, dtype=np.float64)
+    return A_out
+
+
+def _update_in_span(X, Ybar, A, span, stats, lambda2, lambda3, lambda4, n_steps, tol, init,
+                    accelerate, online_rate, sample_fraction, return_history, workspace):
+    """:func:`update_transform` with ``span`` (checked arguments)."""
+    if not isinstance(span, RowSpan):
+        raise TypeError(f"span: expected a RowSpan (row_span(X)), got {type(span).__name__}")
+    if online_rate is not None or sample_fraction is not None:
+        raise ValueError("span= is for the batch update: not with online_rate or "
+                         "sample_fraction")
+    if stats is None:
+        if X is None or Ybar is None:
+            raise ValueError("X and Ybar are required when stats= is not given")
+        stats = span_statistics(X, Ybar, span)
+    else:
+        stats = _resolve_stats(X, Ybar, stats)
+    N, r = span.basis.shape
+    M = stats.cross.shape[0]
+    if stats.cross.shape[1] != r or stats.gram.shape != (r, r):
+        raise ValueError(f"stats: expected the statistics of the rows in the span (Ybar^T X "
+                         f"of shape ({M}, {r})), got {stats.cross.shape}")
+    if M < N:
+        raise ValueError(f"expected M >= N (overcomplete), got M = {M} rows of Ybar^T X and "
+                         f"N = {N}")
+    if init == "current" and A is None:
+        raise ValueError("init='current' needs A")
+    A64 = None if A is None else _check_A(A, M, N).astype(np.float64, copy=False)
+    if workspace is not None and stats.dtype != np.float64:
+        workspace = None
+    A_hat, history = _span_update(stats, span, A64, A, lambda2, lambda3, lambda4, n_steps, tol,
+                                  init, accelerate, workspace)
     A_out = A_hat.astype(stats.dtype, copy=False)
     if return_history:
         return A_out, np.asarray(history, dtype=np.float64)
