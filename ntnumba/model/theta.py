@@ -1182,50 +1182,12 @@ def update_theta(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, lamb
 
     Notes
     -----
-    **tau** (exact per cluster, up to the sign restriction below). The data terms of tau_c1 are
-    separable, ``sum_j (k_j tau_j^2/2 - P_j tau_j + B+_j tau_j+ + B-_j tau_j-)`` with
-    ``P = lambda_a sum_i (q_i - nu_j2(i))``, ``w_i = lambda0 / rho(y_i, nu_j2(i))``,
-    ``B+- = sum_i w_i y_i+-``, ``k = lambda_a n_c1 + 2 lambda0 sum_i y_i^2``; their exact minimiser
-    takes the better of both sign branches per coordinate. With the prior (lambda_e > 0, Cd > 1)
-    every pair ``(tau', nu*)`` (tau' among the other taus) gives the ratio problem of Stage 1 on
-    the branch ``s = sign(P)``: ``b = |P| - B^s``, ``k + 2 lambda_e tau'^2``, ``g = tau'^s``,
-    ``v = nu*^s``, ratio weight lambda_e, solved by the quartic; the pair with the smallest
-    value is kept. A last candidate covers the region where the prior is absent (tau meets no
-    nu with matching signs: the data terms on the coordinates where every nu has the other
-    sign, in closed form). Among the old tau, the data-only minimiser and these candidates the
-    one with the smallest subproblem value wins: the subproblem value never increases. On the
-    branch sign(P) this is the exact minimum (the support iteration is exact in the paper's
-    regime; ``safeguard=True`` otherwise); off that branch the prior can be lower (a 2-D example
-    with a 2% gap is in ``tests/test_theta.py``).
-
-    **nu** (majorise-minimise with a safeguard). With ``alpha_i = lambda0 rho(y_i, tau_j1(i))``
-    and ``x = |nu_j|`` on a sign branch, ``rho_i(nu) = sum_j c_ij x_j`` is linear with
-    ``c_ij = |y_ij|`` where the signs agree. ``1/t`` is convex, so Jensen's inequality with the
-    weights ``c_ij x0_j / rho_i(nu0)`` gives the separable majoriser, tight at nu0,
-    ``1/rho_i(nu) <= sum_j c_ij x0_j^2 / (rho_i(nu0)^2 x_j)``. Per coordinate the surrogate is
-    ``k x^2/2 - b x + K_j / x`` on the current sign branch (``K_j = x0_j^2 sum_i alpha_i c_ij /
-    rho_i^2``), minimised by the unique positive root of ``k x^3 - b x^2 - K_j`` (candidate A);
-    coordinates with ``K_j = 0`` choose the better branch in closed form. The prior of nu (tiny)
-    is modelled by its active pair: sigma exactly, the ratio linearised. Candidate B linearises
-    the ratio terms on both branches instead (a fixed-point step that can change signs, which A
-    cannot). The better of A and B is accepted if it lowers the true N_c2; otherwise the step
-    from nu0 to A is halved up to 30 times; otherwise nu stays. So N_c2 never increases; with
-    lambda_e = 0 and ``rho_i(nu0) > 0`` for the members, A alone already cannot increase it.
-    A candidate that would make ``rho(y_i, nu) = 0`` for a member with ``alpha_i > 0`` and
-    ``rho(y_i, nu0) > 0`` is rejected (the "no ratio term" convention would reward it).
-    Steps stop early when the gain is at the rounding level (typically after 2 steps).
-
-    **Empty clusters.** A tau with no members is re-seeded as ``q_i - nu_j2(i)`` (old nu) from
-    the unused sample with the largest ``cost`` (or the largest ``||q_i - tau_j1(i) -
-    nu_j2(i)||``); a nu with no members likewise as ``q_i - tau_j1(i)`` (new tau). The labels
-    are not changed: the next Stage 1 decides who joins. Re-seeding is outside the monotonicity
-    guarantees (with lambda_e = 0 it does not change the objective: an empty parameter has no
-    data terms).
-
-    Guarantees: every tau and nu subproblem value is non-increasing (in float64, before the
-    cast to the dtype of Q); for lambda_e = 0 so is :func:`theta_objective`. For lambda_e > 0
-    the prior couples the parameters and the stage objective can in principle increase by the
-    prior terms of the other parameters.
+    tau: the exact minimiser per cluster and coordinate (both sign branches), with the prior
+    through the Stage-1 quartic; nu: majorise-minimise steps (Jensen's bound on ``1/rho``,
+    the root of ``k x^3 - b x^2 - K``) with a linearised alternative and step halving; empty
+    parameters are re-seeded from the sample of largest ``cost`` (labels unchanged). Every tau
+    and nu subproblem value is non-increasing; with ``lambda_e = 0`` so is
+    :func:`theta_objective`. The derivations: ``docs/algorithm.md``, "Stage 2".
 
     Examples
     --------

@@ -1508,47 +1508,12 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
 
     Notes
     -----
-    Majorisation (row convention): with ``G = X^T X``, ``B0 = Ybar^T X`` and
-    ``c >= lambda_max(G)``, ``1/2||X A^T - Ybar||^2 <= const + c/2||A||^2 - <B_k, A>`` with
-    equality at ``A_k``, where ``B_k = B0 - A_k (G - c I)``. Each step minimises the surrogate
-    exactly: ``B_k = U diag(s) V^T``, ``A_{k+1} = U diag(s') V^T`` with ``s'`` from
-    :func:`transform_singular_values`. Hence ``f(A_{k+1}) <= f(A_k)``; the computed objective is
-    also checked and the best iterate kept. The SVD is taken through the N x N eigenproblem of
-    ``B_k^T B_k``; a step costs a few M x N x N products and one N x N ``eigh``.
-    When ``X^T X = c I`` the closed-form start is already the exact minimiser.
-
-    The plain MM rate in an eigendirection of ``G`` with eigenvalue ``g`` is about
-    ``1 - (g + mu) / (c + mu)`` (``mu`` the regulariser's curvature): slow for ill-conditioned
-    ``X^T X`` (images). ``accelerate=True`` (default) takes each step from the extrapolated point
-    ``A_k + beta_k (A_k - A_{k-1})`` (FISTA weights) and falls back to the plain step, resetting
-    the momentum, whenever that would not decrease ``f``. On COIL-20 at the paper's size the
-    relative gap to the optimum after 30 steps is ~2e-6 accelerated, ~1e-4 plain.
-
-    With ``init="best"`` and ``A`` given, ``f(A_new) <= f(A)``: the Stage-3 update never
-    increases the objective of the alternating algorithm (batch variant only).
-
-    Rank-deficient ``X``: ``f`` is invariant under ``A -> A R`` for orthogonal ``R`` fixing the
-    span of the data, so the minimiser's action on the null space of ``X^T X`` is not
-    determined by ``f``. Every exact step then completes the null space of its target (singular
-    values below ``sqrt(eps) s_max``) by the optimal map closest to its anchor (``A`` for the
-    closed-form start, the current iterate for an MM step): the result depends on the
-    statistics only up to their rounding, not on how the rounding picks singular vectors.
-
-    The objective values (history, monotonicity check) are computed from the statistics as
-    ``1/2 <G, A^T A> - <B0, A> + 1/2 ||Ybar||^2 + R(A)``.
-
-    With ``span`` (``X = X P P^T``, ``P`` of ``r`` orthonormal columns): ``f`` sees ``A`` on the
-    span only through its data term, and the regulariser is a convex spectral function, so
-    ``f(A) >= f_r(A P) + (N - r)(h(s0^2) - lambda3/2)`` (``f_r``: the problem of the rows
-    ``X P``; ``h(t) = lambda2/2 t + lambda3/2 (t - 1)^2 - lambda4 log t``), with equality when
-    ``A`` acts outside the span as ``s0`` times an isometry orthogonal to ``A P``: the update
-    solves the ``M x r`` problem and forms that map, in ``O(M N r)`` instead of
-    ``O(M N^2 + N^3)``. From a map of that form it gives the full-space update's result up to
-    rounding (docs/algorithm.md, "Fewer samples than features"); ``history`` is ``f``.
-
-    The online variant (``online_rate`` / ``sample_fraction``) is implemented literally as in the
-    paper; it is **not** monotone in general: neither the subset update nor the convex
-    combination needs to decrease ``f`` on the full data.
+    Each MM step minimises the majoriser ``c/2||A||^2 - <B_k, A>`` (``B_k = Ybar^T X - A_k (G -
+    c I)``, ``G = X^T X``, ``c >= lambda_max(G)``) exactly through :func:`transform_singular_values`,
+    so ``f`` never increases (the best iterate is kept); with ``init="best"`` and ``A`` given,
+    ``f(A_new) <= f(A)``. The derivation, the acceleration, the completion of the null space of
+    rank-deficient ``X`` and the span of fewer rows than features: ``docs/algorithm.md``, "Stage
+    3". The online variant (``online_rate`` / ``sample_fraction``) is the paper's, not monotone.
 
     Examples
     --------
