@@ -706,9 +706,13 @@ def write_markdown(res, path):
          f"{meta.get('load_end', '?')}; {meta.get('total_minutes', 0):.1f} min). Seeds "
          f"{meta['seeds']}; deterministic peers (Ward, HDBSCAN) run once. Every number is the "
          "mean ± std over the seeds, in percent; labels were used only to score.", "",
-         ("Inputs: images normalised per image (zero mean, unit variance), Isolet as stored, "
-          "tabular data raw (`-raw`) or standardised per feature (`-std`), synthetic data as "
-          "generated (data seed 0). " if meta.get("set", "dev") == "dev" else
+         ("Inputs: images normalised per image (zero mean, unit variance; pixraw10P too), "
+          "Isolet as stored, tabular data raw (`-raw`) or standardised per feature (`-std`), "
+          "the expression profiles (Prostate, nci9) and madelon standardised per feature, "
+          "RELATHE's word counts as TF-IDF (scikit-learn's `TfidfTransformer`, sparse), "
+          "`-bilin`: the paper's sizes by bilinear resampling (`scipy.ndimage.zoom(order=1)`) "
+          "instead of area averaging, synthetic data as generated (data seed 0). "
+          if meta.get("set", "dev") == "dev" else
           "Inputs: as described below (`## About this set`). ") +
          "HDBSCAN only on data of at most 64 features (its noise "
          "points count as errors in CA). Produced by `benchmarks/devsuite.py`.", ""]
@@ -813,8 +817,8 @@ def input_notes(res):
          "UMAP->HDBSCAN: scikit-learn's `HDBSCAN(min_cluster_size=max(5, n // (4 C)))` on the "
          "same embedding (noise points are errors in CA); FINCH: finch-clust's "
          "`FINCH(X, req_clust=C, distance=\"cosine\")` (float32). Versions: "
-         + (", ".join(f"{v}" for v in sorted(set(filter(None, res["meta"].get(
-             "peer_packages", {}).values())))) or "-") + ".", ""]
+         + (", ".join(sorted({v for x in res["meta"].get("peer_packages", {}).values() if x
+                              for v in x.split("|")})) or "-") + ".", ""]
     if sparse:
         L += [f"Sparse data ({', '.join(sparse)}): KMeans, both Spectral and both UMAP "
               "pipelines run on the `scipy.sparse` CSR matrix; the NT configurations, Ward and "
@@ -822,10 +826,10 @@ def input_notes(res):
     if big:
         L += [f"More than {PARTITION_ONLY_FEATURES} features ({', '.join(big)}): the NT "
               "configurations that learn `A` are fit with `learn_transform=False` (public API; "
-              "marked † below). Their `labels_` are the same graph partition as the full fit's "
-              "(the graph rule keeps it), which is not computed: its map `A` is N x N and "
-              "costs O(N^3) (129 s CPU on RELATHE against 2.6 s for the partition; Prostate's "
-              "did not finish in 8 min). Same labels checked (seed 0, ARI 1.0): the partition "
+              "marked † below): the same `labels_`, the graph partition that the full fit "
+              "keeps, without the full fit, whose map `A` is N x N and costs O(N^3) (129 s CPU "
+              "on RELATHE against 2.6 s for the partition; Prostate's did not finish in 8 min; "
+              "issue 25's measurements). Same labels checked (seed 0, ARI 1.0): the partition "
               "alone on RELATHE, Prostate and pixraw10P, the full default on Isolet. So there "
               "`ntnumba (default)` and `ntnumba, A = I` are one fit.", ""]
     for note in res["meta"].get("skipped_peers", []):
