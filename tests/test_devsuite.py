@@ -163,3 +163,30 @@ def test_a_failed_fit_is_scored_as_one_cluster_and_listed(tmp_path, monkeypatch)
     assert run["ca"] == pytest.approx(100.0 / 3) and run["nmi"] == pytest.approx(0.0)
     md = (tmp_path / "dev_results.md").read_text()
     assert "## Failed fits" in md and "| iris-raw | broken | 0 |" in md
+
+
+def test_a_peer_whose_package_is_missing_is_skipped_with_a_note(tmp_path, monkeypatch):
+    monkeypatch.setattr(devsuite, "NT_CONFIGS", {"ntnumba (default)": {"n_components": 24}})
+    monkeypatch.setattr(devsuite, "PEERS", ("KMeans(n_init=10)", "FINCH"))
+    monkeypatch.setitem(devsuite.PEER_PACKAGES, "FINCH", ("no_such_module_25", ("finch-clust",)))
+    res = reproduce.main(["--suite", "dev", "--datasets", "iris-raw", "--seeds", "1",
+                          "--cache", "", "--out", str(tmp_path)])
+    assert list(res["datasets"]["iris-raw"]["peers"]) == ["KMeans(n_init=10)"]
+    md = (tmp_path / "dev_results.md").read_text()
+    assert "**Peer not run**: FINCH: skipped, finch-clust is not installed" in md
+
+
+def test_many_features_are_fit_partition_only():
+    kw, short = devsuite.nt_kwargs({}, devsuite.PARTITION_ONLY_FEATURES + 1)
+    assert short and kw == {"learn_transform": False}
+    assert devsuite.nt_kwargs({}, devsuite.PARTITION_ONLY_FEATURES) == ({}, False)
+    # a configuration that does not keep the graph partition is fit as it is
+    assert devsuite.nt_kwargs({"assign": "objective"}, 5000) == ({"assign": "objective"}, False)
+
+
+@pytest.mark.skipif(not (SHARED / "text").is_dir(), reason="RELATHE not found")
+def test_documents_are_sparse_tfidf_with_a_dense_copy():
+    X, X_sparse, y = devsuite.load_inputs("relathe")
+    assert X.shape == X_sparse.shape == (1427, 4322) and np.bincount(y).tolist() == [779, 648]
+    np.testing.assert_allclose(X_sparse.toarray(), X)
+    np.testing.assert_allclose(np.linalg.norm(X, axis=1), 1.0)  # TF-IDF rows of unit l2 norm
