@@ -103,7 +103,7 @@ def _mat(path):
     """The arrays of a ``.mat`` file of the data folder (``NTNUMBA_DATA`` or ../shared/data)."""
     from scipy.io import loadmat
 
-    from ntnumba.datasets import get_data_home
+    from benchmarks.datasets import get_data_home
     return loadmat(os.path.join(get_data_home(), path))
 
 
@@ -136,7 +136,7 @@ def _bilinear(name, shape):
     def load():
         from scipy.ndimage import zoom
 
-        from ntnumba import datasets
+        from benchmarks import datasets
         loader, source = {"coil20": (datasets.load_coil20, "32x32"),
                           "yaleb": (datasets.load_yaleb, "original")}[name]
         X, y = loader(source, normalize=False)
