@@ -504,30 +504,10 @@ def transform_singular_values(s, c, lambda2=16.0, lambda3=16.0, lambda4=16.0):
 
     Notes
     -----
-    Write ``a = c + lambda2 - 2 lambda3`` and ``p(x) = 2 lambda3 x^4 + a x^2 - s x - 2 lambda4``;
-    then ``phi'(x) = p(x) / x``.
-
-    *Exactly one positive root (lambda3 > 0, lambda4 > 0).* The nonzero coefficients of ``p`` in
-    descending order have the signs ``(+, sign(a), -, -)`` (the ``-s`` term is absent when
-    ``s = 0``), which is one sign change whatever the sign of ``a``; by Descartes' rule of signs
-    ``p`` has exactly one positive root ``r``. As ``p(0) = -2 lambda4 < 0``, ``phi`` decreases on
-    ``(0, r)`` and increases after: ``r`` is the global minimiser (``phi -> +inf`` at ``0+``).
-
-    *Newton from above converges monotonically.* At the root,
-    ``2 lambda3 r^4 + a r^2 = s r + 2 lambda4 > 0``, so ``r^2 > -a / (2 lambda3)`` and
-    ``p''(x) = 24 lambda3 x^2 + 2 a > 0`` for ``x >= r``: ``p`` is convex and increasing on
-    ``[r, inf)``. Newton's iteration started at any ``x0 >= r`` therefore decreases monotonically
-    to ``r`` and never crosses it (the tangent lies below a convex function), with quadratic
-    convergence at the simple root. Upper bounds used as ``x0`` (each makes ``p(x0) >= 0``):
-    ``max(sqrt(1.5 a^-/lambda3), (1.5 s/lambda3)^(1/3), (3 lambda4/lambda3)^(1/4))`` (each
-    negative term is at most ``2/3`` of ``2 lambda3 x^4``), and, when ``a > 0``, the positive
-    root of ``a x^2 - s x - 2 lambda4`` (since ``p(x) >= a x^2 - s x - 2 lambda4``).
-
-    *lambda4 = 0.* Then ``phi'(x) = g(x) = 2 lambda3 x^3 + a x - s``, convex on ``x >= 0`` with
-    ``g(0) = -s <= 0``; the minimiser is the largest nonnegative root of ``g`` (``0`` when
-    ``s = 0`` and ``a >= 0``), again reached by Newton from an upper bound.
-    *lambda3 = 0.* ``p`` is the quadratic ``a x^2 - s x - 2 lambda4`` (needs ``a > 0``), solved in
-    closed form.
+    ``p`` has exactly one positive root for ``lambda3, lambda4 > 0`` (Descartes' rule of signs),
+    reached by Newton's iteration from an upper bound without crossing it; the proof and the
+    cases ``lambda3 = 0`` and ``lambda4 = 0``: ``docs/algorithm.md``, "The singular values of an
+    exact step".
 
     Examples
     --------
