@@ -73,6 +73,7 @@ def blobs(tmp_path_factory):
 
 
 # ------------------------------------------------------------------------------ demo
+@pytest.mark.slow
 def test_demo_runs_and_draws(tmp_path):
     pytest.importorskip("matplotlib")
     res = run(["demo"], cwd=tmp_path, jit=True)
@@ -149,6 +150,7 @@ def test_demo_without_matplotlib_says_so(monkeypatch, capsys, tmp_path):
 
 
 # ------------------------------------------------------------------------ fit, predict, evaluate
+@pytest.mark.slow
 def test_fit_predict_evaluate(blobs):
     pytest.importorskip("matplotlib")
     res = run(["fit", "blobs.npz", "-k", "3", "--n-components", "12", "--max-iter", "6",
@@ -182,6 +184,7 @@ def test_fit_predict_evaluate(blobs):
     assert json.loads(res.stdout) == {"ca": 1.0, "nmi": 1.0, "ari": 1.0}
 
 
+@pytest.mark.slow
 def test_fit_reads_a_users_table(blobs):
     """A pandas table with an index, ';' and string classes: the labels are not a feature."""
     pd = pytest.importorskip("pandas")
@@ -211,6 +214,7 @@ def test_fit_reads_a_users_table(blobs):
                                   ntnumba.load(blobs / "b.npz").predict(X > 0))
 
 
+@pytest.mark.slow
 def test_fit_scaling_and_auto_components(blobs):
     """Columns in different units: a one-line warning, and --scaling standard as the fix."""
     X = np.load(blobs / "X.npy") * np.array([1e-3, 1.0, 1.0, 5e3, 1.0, 1.0])
@@ -248,6 +252,7 @@ def _sigint_default():
             signal.signal(signal.SIGINT, previous)
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_last_iterate(blobs):
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     with _sigint_default():
@@ -273,6 +278,7 @@ def test_ctrl_c_keeps_last_iterate(blobs):
 
 
 # ------------------------------------------------------------------------------ errors
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["fit", "blobs.npz", "-k", "0", "-o", "m"], "ntnumba fit: error: argument -k/--n-clusters"),
     (["predict", "blobs.npz", "X.npy"], "ntnumba predict: error: path: blobs.npz is not an "
@@ -378,6 +384,7 @@ def test_traceback_option_reraises(blobs, monkeypatch):
         cli.main(["--traceback", "fit", "missing.npz", "-k", "3", "-o", "m"])
 
 
+@pytest.mark.slow
 def test_help_imports_no_heavy_module():
     """'ntnumba --help' (and 'import ntnumba') stay fast: no numba, NumPy, SciPy, scikit-learn
     or pandas (the measured time is in the report; no timed test)."""

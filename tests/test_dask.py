@@ -31,6 +31,7 @@ def client():
         cluster.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kw", [dict(assign="objective", init="k-means++"),
                                 dict(assign="graph", init="graph")], ids=["objective", "graph"])
 def test_dask_fit_equals_in_memory_fit(client, kw):
@@ -72,6 +73,7 @@ def _signal_during_pass(monkeypatch, client, iteration, sig):
     return done
 
 
+@pytest.mark.slow
 def test_worker_killed_during_an_iteration_is_recovered(client, monkeypatch):
     """SIGKILL of a worker in the middle of an iteration's pass: dask recomputes its tasks and
     blocks elsewhere and the fit ends with the result of an undisturbed fit."""
@@ -97,6 +99,7 @@ def test_worker_killed_during_an_iteration_is_recovered(client, monkeypatch):
     _assert_same_fit(ref, local)
 
 
+@pytest.mark.slow
 def test_stopped_worker_fails_clearly_within_the_timeout(client, monkeypatch):
     """SIGSTOP of a worker mid-pass: dask would wait 5 minutes (worker-ttl); with timeout the
     fit stops with one ClusterError naming the worker, and the estimator is unchanged."""
@@ -152,12 +155,14 @@ def test_cluster_errors_become_one_clear_error():
             1 / 0
 
 
+@pytest.mark.slow
 def test_dask_partial_fit_is_not_distributed(client):
     from ntnumba.dask import NTClustering as DaskNT
     with pytest.raises(NotImplementedError, match="partial_fit"):
         DaskNT(2).partial_fit(np.zeros((4, 2)))
 
 
+@pytest.mark.slow
 def test_dask_bad_input(client):
     from ntnumba.dask import NTClustering as DaskNT
     X, _ = _blobs()
@@ -175,6 +180,7 @@ def _dask_same(a, b):
     _assert_same_fit(a, loc)
 
 
+@pytest.mark.slow
 def test_dask_warm_start_and_progress(client, capsys):
     """A Dask fit split in two equals one in-memory fit; progress lines carry an ETA."""
     from ntnumba.dask import NTClustering as DaskNT
@@ -189,6 +195,7 @@ def test_dask_warm_start_and_progress(client, capsys):
     assert len(err) == 3 and all("objective" in e and " eta " in e for e in err), err
 
 
+@pytest.mark.slow
 def test_dask_subnormal_data(client):
     from ntnumba.dask import NTClustering as DaskNT
     X, _ = _blobs()
@@ -201,6 +208,7 @@ def test_dask_subnormal_data(client):
     _dask_same(a, b)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("N,rank", [(8, 4), (40, 10)])
 def test_dask_components_equal_in_memory_outside_the_span(client, N, rank):
     """Rank-deficient data: the Dask fit's map equals the in-memory one also where the data
@@ -216,6 +224,7 @@ def test_dask_components_equal_in_memory_outside_the_span(client, N, rank):
     _assert_same_components(a, b.to_local(), P)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lambda1,factor", [(1e6, 1.0), (0.03, 1e-320)])
 def test_dask_zero_codes_warn(client, lambda1, factor):
     """All NT representations zero: the warning of tests/test_zero_codes.py, from the
@@ -228,6 +237,7 @@ def test_dask_zero_codes_warn(client, lambda1, factor):
         lambda Z: DaskNT(3, lambda1=lambda1, **KW).fit(da.from_array(Z, chunks=(30, 10))), X)
 
 
+@pytest.mark.slow
 def test_dask_repeated_and_near_duplicate_samples(client, monkeypatch):
     """tests/test_duplicates_blocks.py through Dask: the reference sample (drawn in this
     process) and the vote of the other rows (on the workers)."""
@@ -251,6 +261,7 @@ def test_dask_repeated_and_near_duplicate_samples(client, monkeypatch):
                                                                          abs=ARI_TOL)
 
 
+@pytest.mark.slow
 def test_shared_pass_arguments_are_scattered_once(client, monkeypatch):
     """The graph rule's vote and soft-score passes share the reference rows (a row index) and
     the fitted estimator with every block: each is scattered once per pass, never pickled into
@@ -280,6 +291,7 @@ def test_shared_pass_arguments_are_scattered_once(client, monkeypatch):
     assert not big, big
 
 
+@pytest.mark.slow
 def test_inference_ships_the_estimator_once_not_with_every_block(client, monkeypatch):
     """predict, predict_proba, transform and score of a dask array refer every block's task to
     one node holding the fitted estimator: no block task carries more than the scatter
@@ -322,6 +334,7 @@ def test_inference_ships_the_estimator_once_not_with_every_block(client, monkeyp
     assert score == pytest.approx(local.score(X), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_to_local_has_every_row_as_the_in_memory_fit(client, monkeypatch, tmp_path):
     """With a reference sample (more rows than REFERENCE_SIZE), the model of to_local() and
     its file hold labels_ and the other per-row arrays of every training row, as the Dask

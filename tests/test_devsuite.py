@@ -48,6 +48,7 @@ def test_suite_hook_routes_only_dev():
         devsuite.suite_hook(["--suite", "nope"])
 
 
+@pytest.mark.slow
 def test_dev_suite_records_what_independent_fits_give(tmp_path, monkeypatch):
     names = "iris-raw,blobs-5d-small"
     small = {"n_components": 24}  # the default's rule at a small M: a fast test

@@ -80,6 +80,7 @@ def site(tmp_path_factory):
     return proc, out
 
 
+@pytest.mark.slow
 def test_sphinx_build_has_no_warnings(site):
     proc, out = site
     assert proc.returncode == 0 and not proc.stderr.strip(), \
@@ -91,6 +92,7 @@ def test_sphinx_build_has_no_warnings(site):
     assert not missing, f"pages not built: {missing}"
 
 
+@pytest.mark.slow
 def test_readme_links_resolve_in_the_site(site):
     """README.md is read on the code host: its links point at the Markdown sources, and each
     of them is a page of the site with the linked #anchor."""
@@ -147,6 +149,7 @@ def one_blas_thread():
         yield
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", _code_pages(), ids=_rel)
 def test_markdown_examples_run(page, tmp_path, monkeypatch, one_blas_thread):
     monkeypatch.chdir(tmp_path)

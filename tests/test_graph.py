@@ -297,6 +297,7 @@ def test_knn_candidates_match_the_search_of_every_candidate(amp, offset, monkeyp
         assert same.all(), r
 
 
+@pytest.mark.slow
 def test_knn_search_approximate_recall():
     rng = np.random.default_rng(13)
     centers = rng.standard_normal((20, 40))
@@ -436,6 +437,7 @@ def test_memory_warning_points_at_the_users_call(call, monkeypatch, memory_trace
     assert {w.filename for w in record if w.category is MemoryUsageWarning} == {__file__}
 
 
+@pytest.mark.slow
 def test_memory_warning_is_shown_by_the_default_filters(tmp_path):
     """A script run with Python's default warning filters (which ignore ResourceWarning) prints
     the memory check's warning on stderr, at the script's line."""

@@ -450,6 +450,7 @@ def _fastmath_kernels_with_all_signatures(modules):
     return {n: disps[n] for n in fastmath}
 
 
+@pytest.mark.slow
 def test_no_fastmath_loop_both_stores_and_sums():
     # The kernels' scratch is allocated inside them, out of a test's reach: check the compiled
     # code instead, of every fastmath kernel of Stage 1 and of the theta step for every argument

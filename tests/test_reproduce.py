@@ -11,6 +11,8 @@ from benchmarks import reproduce
 from ntnumba import NTClustering
 from ntnumba.metrics import clustering_accuracy, nmi
 
+pytestmark = pytest.mark.slow  # a reproduction run and a subprocess
+
 
 @pytest.mark.slow
 def test_quick_reproduction_writes_consistent_results(tmp_path):

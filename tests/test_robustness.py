@@ -523,6 +523,7 @@ print(json.dumps({"roots": roots, "cache": bool(_quartic.CACHE),
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault, match", [
     ("full", r"numba's cache directory .* cannot be used \(OSError: \[Errno 28\] No space left"),
     ("read-only", r"numba's cache cannot be used \(numba finds no writable cache location"),

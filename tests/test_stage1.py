@@ -96,6 +96,7 @@ def _same_value(v, ref, rtol=1e-9):
     return np.isfinite(v) and abs(v - ref) <= rtol * abs(ref)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("q_scale", [1.0, 3.0])
 def test_candidate_is_global_minimum_paper_lambdas(q_scale):
     """At the paper's lambdas SI+ reaches the enumerated global minimum."""
@@ -107,6 +108,7 @@ def test_candidate_is_global_minimum_paper_lambdas(q_scale):
             np.testing.assert_allclose(y, y_ref, rtol=1e-7, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_candidate_large_lambda0_failure_rates():
     """Away from the paper's regime SI+ is a local method; the safeguard must be exact.
 
@@ -128,6 +130,7 @@ def test_candidate_large_lambda0_failure_rates():
     assert n_sg / total >= 0.99
 
 
+@pytest.mark.slow
 def test_candidate_never_above_lbfgs():
     for q, tau, nu in _instances(40, 12, 2.0, seed=7):
         _, v = candidate_nt(q, tau, nu, LAM, LAM)
@@ -337,6 +340,7 @@ def _planted(seed, C=5, M=60, per=12, Cs=2, noise=0.5):
     return Q, tau, nu
 
 
+@pytest.mark.slow
 def test_assign_lower_bound_holds_for_every_candidate():
     # the bound behind prune=True: F >= ||q||^2/2 - sum_j max(|q_j| - lambda1, 0)^2 / (2 k_j),
     # checked against the candidates' objectives of the enumeration reference (no pruning)
@@ -548,6 +552,7 @@ def test_samples_left_by_the_fast_kernel_equal_the_generic_kernel(monkeypatch):
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_default_fit_compiles_each_kernel_once_and_no_safeguard():
     # first-call compilation (docs/performance.md): one signature per kernel (no literal or
     # mixed-type variants), and the safeguard's kernels only when a problem needs them

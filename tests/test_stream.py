@@ -128,6 +128,7 @@ def test_reader_is_read_in_blocks_of_chunk_size():
     assert len(reader.rows_read) > 10
 
 
+@pytest.mark.slow
 def test_memory_is_bounded(tmp_path, monkeypatch):
     """No n x M array: the traced peak of the chunked fit stays far below n * M * 8 bytes,
     while the in-memory fit of the same data goes above it (the measurement sees them)."""

@@ -124,6 +124,7 @@ def test_tau_lambda_e_zero_is_exact_coordinatewise(lambda0):
             np.testing.assert_allclose(tn[c], ref, atol=1e-8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lams,safeguard", [((0.03, 1.0, 0.001), False),
                                              ((0.3, 0.2, 0.5), False),
                                              ((0.3, 0.2, 0.5), True),

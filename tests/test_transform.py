@@ -421,6 +421,7 @@ def test_mm_monotone_converges_to_brute_force(seed, lams, accelerate):
     assert f == pytest.approx(f_bf, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_acceleration_helps_on_an_ill_conditioned_gram():
     X, Ybar, A0 = _problem(11, n=40, N=5, M=8, scale_cols=np.array([30.0, 5.0, 1.0, 0.2, 0.05]))
     lams = (1.0, 1.0, 1.0)
