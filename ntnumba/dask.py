@@ -60,6 +60,7 @@ class ClusterError(RuntimeError):
     True
     """
 
+
 #: Exceptions of dask's scheduler turned into RuntimeError (by class name: they moved between
 #: distributed's modules over versions).
 _CLUSTER_ERRORS = {"KilledWorker", "CommClosedError", "FutureCancelledError", "CancelledError",

@@ -67,7 +67,8 @@ def _assert_same_model(a, b, X):
     assert (a._fitted.ref_X is None) == (b._fitted.ref_X is None)
     if a._fitted.ref_X is not None:
         np.testing.assert_array_equal(a._fitted.ref_X, b._fitted.ref_X)
-        np.testing.assert_array_equal(a._fitted.reference_labels(a.labels_), b._fitted.reference_labels(b.labels_))
+        np.testing.assert_array_equal(a._fitted.reference_labels(a.labels_),
+                                      b._fitted.reference_labels(b.labels_))
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
     np.testing.assert_array_equal(a.predict(X, reject="auto"), b.predict(X, reject="auto"))
     np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))

@@ -595,7 +595,7 @@ def test_a_failing_cache_save_keeps_the_kernel_and_warns_once(monkeypatch):
     with pytest.warns(RuntimeWarning, match=r"/full/disk cannot be used .*No space left") as rec:
         a._cache.save_overload("sig", "data")
     assert [w.filename for w in rec] == [__file__]   # the caller's line, not ntnumba.core.cache
-    assert type(a._cache).__name__ == type(b._cache).__name__ == "NullCache"
+    assert {type(a._cache).__name__, type(b._cache).__name__} == {"NullCache"}
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")

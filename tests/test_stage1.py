@@ -497,7 +497,8 @@ def test_assignment_threads_work_in_a_forked_child():
     import os
     import numba
     rng = np.random.default_rng(2)
-    Q, tau, nu = rng.standard_normal((40, 16)), rng.standard_normal((3, 16)), rng.standard_normal((2, 16))
+    Q, tau, nu = (rng.standard_normal((40, 16)), rng.standard_normal((3, 16)),
+                  rng.standard_normal((2, 16)))
     old = numba.get_num_threads()
     numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
     try:

@@ -6,9 +6,9 @@ parallelism.
 
 Large products are split by rows and each block is a separate single-thread BLAS call on these
 threads (:func:`matmul`), when the BLAS library is limited to one thread around them. The fit
-sets that limit (:data:`ntnumba.core.parallel.BLAS_THREADS`). OpenBLAS's own worker threads keep spinning
-after a call and then compete with Stage 1's threads for the cores. Threads that return to this
-pool do not.
+sets that limit (:data:`ntnumba.core.parallel.BLAS_THREADS`). OpenBLAS's own worker threads keep
+spinning after a call and then compete with Stage 1's threads for the cores. Threads that return to
+this pool do not.
 
 No fit changes state that another thread reads without agreeing with it. The split of
 :func:`matmul` follows the :func:`blas_limit` contexts of the calling thread only (a context
@@ -262,7 +262,8 @@ BLAS_THREADS = 1
 
 
 def blas_context():
-    """The fit's BLAS thread policy: a context with ``BLAS_THREADS`` BLAS threads (``None``: the BLAS setting is left alone)."""
+    """The fit's BLAS thread policy: a context with ``BLAS_THREADS`` BLAS threads (``None``:
+    the BLAS setting is left alone)."""
     if BLAS_THREADS is None:
         return nullcontext()
     return blas_limit(BLAS_THREADS)

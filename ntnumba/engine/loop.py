@@ -27,7 +27,7 @@ import numpy as np
 from . import passes as P
 from ..partition import select
 from ..partition.graph import DEFAULT_SHARED, graph_init_tau
-from ..core.parallel import blas_context  # noqa: F401 - the fit's BLAS policy, used as _driver.blas_context
+from ..core.parallel import blas_context  # noqa: F401 - the fit's BLAS policy, loop.blas_context
 from .passes import compute_Q  # noqa: F401 - the driver's name for it
 from .fitted import FittedModel
 from .sources import MemoryBlocks, block_rows
@@ -65,11 +65,12 @@ class Params:
     online_fraction: float = None
     online_rate: float = 0.5
     init: str = "k-means++"
-    # assign="graph" / init="graph" (ntnumba/partition/graph.py): k of the k-NN graph and the candidate
-    # numbers of shared principal directions removed (an int: that number)
+    # assign="graph" / init="graph" (ntnumba/partition/graph.py): k of the k-NN graph and the
+    # candidate numbers of shared principal directions removed (an int: that number)
     n_neighbors: int = 5
     n_shared: object = DEFAULT_SHARED
-    # what the graph's similarity needs from the data (ntnumba/partition/select.py): "auto" or "as-is"
+    # what the graph's similarity needs from the data (ntnumba/partition/select.py): "auto" or
+    # "as-is"
     representation: str = "auto"
     max_iter: int = 100
     tol: float = 1e-4
@@ -234,7 +235,6 @@ def initialise(X, p, rng, verbose=0):
     else:  # pragma: no cover - validated by the estimator
         raise ValueError(f"init: unknown {p.init!r}")
     return State(A=A, tau=np.ascontiguousarray(tau), nu=np.ascontiguousarray(nu))
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -633,8 +633,8 @@ def fitted_attributes(ctx, state, rng, p, seed):
         _set_graph(ctx, state, p, np.random.RandomState(seed))
     A = state.A if state.A is not None else np.eye(src.N, dtype=src.dtype)
     fitted = FittedModel(params=p, state=state, rng_state=rng.get_state())
-    out = {"scale_": src.scale, "n_features_in_": src.N, "components_": A, "dissimilarity_": state.tau,
-           "similarity_": state.nu, "n_iter_": state.n_iter,
+    out = {"scale_": src.scale, "n_features_in_": src.N, "components_": A,
+           "dissimilarity_": state.tau, "similarity_": state.nu, "n_iter_": state.n_iter,
            "objective_history_": np.asarray(state.objective_history, dtype=np.float64)}
     if state.initial_labels is not None:
         out["initial_labels_"] = state.initial_labels

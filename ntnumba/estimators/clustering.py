@@ -235,8 +235,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         representations, after removing the principal directions shared by all clusters (what
         the similarity parameters ``nu`` stand for); it is computed once from the initial
         transform and kept, and the iterations fit ``tau``, ``nu`` and ``A`` to it. See
-        ``ntnumba/partition/graph.py`` and ``docs/results.md``. At most a quarter of the rank of the data
-        is removed (without that cap it failed on low-dimensional blobs, e.g. 3 Gaussian blobs
+        ``ntnumba/partition/graph.py`` and ``docs/results.md``. At most a quarter of the rank of the
+        data is removed (without that cap it failed on low-dimensional blobs, e.g. 3 Gaussian blobs
         in 6 dimensions: ARI ~0; now 1.0, ``tests/test_graph.py``). The similarity depends on
         angles, not norms: on data of 2-3 features prefer ``"objective"``.
     online_fraction : None or float in (0, 1], default None
@@ -269,7 +269,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         With more features, the partition of the samples on their ``4 n_clusters`` leading
         principal directions replaces that of the samples when its normalised cut is lower by
         more than 2% (new samples are still compared in all features). All are decided from
-        the data alone (``ntnumba/partition/select.py``, ``docs/dev_results.md``). ``"as-is"``: none.
+        the data alone (``ntnumba/partition/select.py``, ``docs/dev_results.md``). ``"as-is"``:
+        none.
     max_iter : int, default 1
         Maximum number of iterations (the paper runs 100). With ``assign="graph"`` the
         clustering does not change over the iterations; they contract ``A X`` towards the
@@ -816,8 +817,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         closed-form extension): the rows of ``X`` as the graph compared the training samples
         (scaled, weighted, centred, the shared directions removed) vote with their graph
         similarity (the squared arc-cosine kernel of their angle; the kernel is the limit of the
-        NT similarity of random codes, see ``ntnumba/partition/graph.py``) for the labels of their ``n_neighbors`` most similar training samples; a row equal to a training
-        sample (byte for byte, in the training dtype) keeps that sample's label, so
+        NT similarity of random codes, see ``ntnumba/partition/graph.py``) for the labels of
+        their ``n_neighbors`` most similar training samples; a row equal to a training sample
+        (byte for byte, in the training dtype) keeps that sample's label, so
         ``fit(X).predict(X)`` equals ``fit_predict(X)`` (``labels_``) for every rule. With
         ``fit(X, chunk_size=...)`` and partial/Dask fits ``labels_`` of the samples outside the
         reference set already are this vote.

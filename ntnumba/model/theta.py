@@ -474,7 +474,6 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
         choice[c] = ch
 
 
-
 @njit(cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _cubic_root(k, b, K):
     """Unique positive root of k x^3 - b x^2 - K (k, K > 0): argmin of k x^2/2 - b x + K/x.

@@ -1490,10 +1490,11 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
     -----
     Each MM step minimises the majoriser ``c/2||A||^2 - <B_k, A>`` (``B_k = Ybar^T X -
     A_k (G - c I)``, ``G = X^T X``, ``c >= lambda_max(G)``) exactly through
-    :func:`transform_singular_values`, so ``f`` never increases (the best iterate is kept); with ``init="best"`` and ``A`` given,
-    ``f(A_new) <= f(A)``. The derivation, the acceleration, the completion of the null space of
-    rank-deficient ``X`` and the span of fewer rows than features: ``docs/algorithm.md``, "Stage
-    3". The online variant (``online_rate`` / ``sample_fraction``) is the paper's, not monotone.
+    :func:`transform_singular_values`, so ``f`` never increases (the best iterate is kept); with
+    ``init="best"`` and ``A`` given, ``f(A_new) <= f(A)``. The derivation, the acceleration, the
+    completion of the null space of rank-deficient ``X`` and the span of fewer rows than features:
+    ``docs/algorithm.md``, "Stage 3". The online variant (``online_rate`` / ``sample_fraction``) is
+    the paper's, not monotone.
 
     Examples
     --------

@@ -736,7 +736,6 @@ def mutual_rank_graph(idx, sim, k, n=None):
     return knn_graph(idx[:, :k], np.asarray(sim, dtype=np.float64)[:, :k] * w, n)
 
 
-
 #: above this many samples the eigensolver runs Lanczos on the normalised adjacency instead of
 #: shift-invert on the Laplacian (whose sparse LU fills in on large k-NN graphs)
 #: (shift-invert on 5000 blobs in 100 dimensions, a graph with the clusters destroyed by r = 8:
@@ -1012,7 +1011,8 @@ def graph_partition(X, n_clusters, *, n_neighbors=5, n_shared=DEFAULT_SHARED, ra
     Parameters
     ----------
     X : array-like of shape (n, N)
-        The samples (scaled, with the representation rules of :mod:`ntnumba.partition.select` applied).
+        The samples (scaled, with the representation rules of :mod:`ntnumba.partition.select`
+        applied).
     n_clusters : int
     n_neighbors : int, default 5
         ``k`` of the k-NN graph.

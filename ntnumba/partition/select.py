@@ -140,8 +140,8 @@ def graph_space(X, representation="auto"):
     """The representation rules for the rows ``X`` (the scaled reference set).
 
     Returns ``(weights, offset, applied)``: the feature weights (None: none), the constant
-    coordinate (None: none) of :func:`ntnumba.partition.graph.graph_rows`, and the names of the rules
-    applied. ``representation="as-is"``: neither.
+    coordinate (None: none) of :func:`ntnumba.partition.graph.graph_rows`, and the names of the
+    rules applied. ``representation="as-is"``: neither.
 
     Examples
     --------
@@ -223,9 +223,9 @@ def truncated_partition(X, n_clusters, p, random_state, verbose=0):
     """The graph partition of the rows ``X`` on their ``TRUNCATE_FACTOR * n_clusters`` leading
     principal directions (module docs, rule 4), or None when ``X`` spans no more directions.
 
-    Returns ``(labels, info)`` as :func:`ntnumba.partition.graph.graph_partition` with ``info["mean"]``
-    and ``info["V"]`` in the features of ``X`` (the mean and the ``r`` shared directions the
-    partition removed: ``predict`` votes in the rows of ``X`` with those removed) and
+    Returns ``(labels, info)`` as :func:`ntnumba.partition.graph.graph_partition` with
+    ``info["mean"]`` and ``info["V"]`` in the features of ``X`` (the mean and the ``r`` shared
+    directions the partition removed: ``predict`` votes in the rows of ``X`` with those removed) and
     ``info["truncated"]`` the number of directions kept. Equal rows count once (as in
     :func:`ntnumba.partition.graph.graph_partition`): the mean, the directions and the partition are
     those of the distinct rows, whatever the number of copies of each.
@@ -299,9 +299,9 @@ def euclidean_partition(X, n_clusters, n_neighbors, random_state, *, offset=None
     leading eigenvectors of ``D^-1/2 W D^-1/2`` (:func:`ntnumba.partition.graph.spectral_embedding`)
     and k-means (10 restarts, seeded by ``random_state``) on the rows of that embedding.
 
-    Returns ``(labels, info)`` as :func:`ntnumba.partition.graph.graph_partition` (no shared direction
-    removed: ``info["n_shared"] = 0``; ``info["ncut"]`` the relaxed cut of this graph), with
-    ``info["mean"]``, ``info["V"]`` describing the rows of the k-NN vote of ``predict``
+    Returns ``(labels, info)`` as :func:`ntnumba.partition.graph.graph_partition` (no shared
+    direction removed: ``info["n_shared"] = 0``; ``info["ncut"]`` the relaxed cut of this graph),
+    with ``info["mean"]``, ``info["V"]`` describing the rows of the k-NN vote of ``predict``
     (:func:`ntnumba.partition.graph.graph_rows` with the constant coordinate ``offset``).
 
     Examples
@@ -316,7 +316,8 @@ def euclidean_partition(X, n_clusters, n_neighbors, random_state, *, offset=None
     """
     from sklearn.cluster import KMeans
 
-    from .graph import Progress, compact_labels, distinct_rows, shared_directions, spectral_embedding
+    from .graph import (Progress, compact_labels, distinct_rows, shared_directions,
+                        spectral_embedding)
 
     X = np.asarray(X, dtype=np.float64)
     C = int(n_clusters)
