@@ -559,11 +559,12 @@ def test_every_kernel_cache_is_guarded():
     from ntnumba.model import quartic as _quartic
     from ntnumba.model import stage1 as _stage1
     from ntnumba.model import theta as _theta
+    from ntnumba.partition import graph as _graph
     if not _quartic.CACHE:
         pytest.skip("numba cache disabled on this machine")
-    kernels = [v for m in (_quartic, _stage1, _theta) for v in vars(m).values()
+    kernels = [v for m in (_quartic, _stage1, _theta, _graph) for v in vars(m).values()
                if isinstance(v, Dispatcher)]
-    assert len(kernels) > 20
+    assert len(kernels) > 20 and _graph.row_hashes in kernels
     unguarded = [k.__name__ for k in kernels
                  if not getattr(k._cache, "ntnumba_guarded", False)
                  and type(k._cache).__name__ != "NullCache"]

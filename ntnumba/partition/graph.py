@@ -1277,3 +1277,9 @@ def knn_vote(Y_new, Y_ref, labels_ref, n_clusters, n_neighbors, *, exclude_self=
     if return_votes:
         return labels, score, votes / votes.sum(axis=1, keepdims=True)
     return labels, score
+
+
+# a full or unwritable numba cache never fails a fit (ntnumba/core/cache.py)
+from ..core.cache import guard as _cache_guard  # noqa: E402
+
+_cache_guard(sys.modules[__name__])
