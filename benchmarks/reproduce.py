@@ -238,8 +238,9 @@ def run_knn(X, y, C, defaults, seed=0):
 def _graph_rows(model, X):
     """The rows the graph rule of a fitted model compares for the samples ``X`` (scaled as in
     the fit, its shared directions removed, its representation rules applied). No public
-    equivalent: the estimator's private ``_scaled`` and ``_graph_rows``."""
-    return model._graph_rows(model._scaled(X, model.scale_))
+    equivalent: the estimator's private ``_scaled`` and ``_vote_space``."""
+    from ntnumba.engine.passes import space_rows
+    return space_rows(model._scaled(X, model.scale_), model._vote_space())
 
 
 def run_rejection(X, y, C, defaults, seed=0):

@@ -729,12 +729,6 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             attrs[k] = getattr(tmp, k)
         return attrs
 
-    def _graph_rows(self, X, ref=None):
-        """The rows the graph rule compares for the scaled rows ``X`` (the fit's weights,
-        mean, shared directions and constant coordinate: :func:`ntnumba.partition.graph.graph_rows`,
-        the representation rules from the reference set ``ref``, default the fit's)."""
-        return passes.space_rows(X, self._vote_space(ref))
-
     def _vote_space(self, ref=None):
         """:func:`ntnumba.engine.passes.vote_space` of the fit (reference set ``ref``, default
         the fit's)."""
