@@ -479,16 +479,10 @@ def reference_rows(src, seed):
                                                             replace=False)])
 
 
-def vote_space(Xref, graph, p):
-    """``(weights, mean, V, offset)`` of the graph's rows for the reference set ``Xref`` and
-    the partition's summary ``graph`` (:func:`ntnumba.engine.passes.vote_space`)."""
-    return P.vote_space(Xref, graph["mean"], graph["V"], p.representation)
-
-
 def _vote(src, rows, Xref, lab_ref, graph, p):
     """Graph rule: the labels of the global rows ``rows`` by the k-NN vote against the
     reference set, in the rows the partition compared (as ``predict``)."""
-    space = vote_space(Xref, graph, p)
+    space = P.vote_space(Xref, graph["mean"], graph["V"], p.representation)
     rows_ref = P.space_rows(Xref, space)
     parts = block_rows(src.bounds, rows)
     args = [None] * len(src.bounds)

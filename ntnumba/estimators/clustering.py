@@ -754,16 +754,12 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         if not scaled:
             X = self._scaled(X, self.scale_)
         Q = loop.compute_Q(X, A, p.learn_transform)
-        if p.rule == "graph":
-            labels, rscore, _ = self._graph_vote(X)
-            sim, Y, cost = graph.restricted_stage1(Q, self.dissimilarity_, self.similarity_,
-                                                    labels, p.lambda0, p.lambda1, p.lambda_a)
-            out = (labels, sim, Y, rscore[:, None])
-            return out + ({"cost": cost},) if return_details else out
-        # only the winners' scores are used (predict, rejection): prune the others
-        return assign(Q, self.dissimilarity_, self.similarity_, p.lambda0, p.lambda1,
-                      rule=p.rule, lambda_a=p.lambda_a, return_details=return_details,
-                      prune=True)
+        labels = self._graph_vote(X)[:2] if p.rule == "graph" else None
+        # the fit's Stage 1 (pruned: only the winners' scores are used by predict, rejection)
+        lab, sim, Y, scores, cost = passes.stage1(Q, self.dissimilarity_, self.similarity_, p,
+                                                  None if labels is None else labels[0])
+        out = (lab, sim, Y, scores if labels is None else labels[1][:, None])
+        return out + ({"cost": cost},) if return_details else out
 
     def _graph_vote(self, X, match=None):
         """The graph rule's out-of-sample labels, rejection scores and vote shares of the
