@@ -104,6 +104,7 @@ def test_compile_times_cold_then_cached_in_one_fresh_cache(monkeypatch):
     assert not os.path.exists(seen[0][0])  # removed afterwards
 
 
+@pytest.mark.slow
 def test_bench_script_tiny(capsys):
     import benchmarks.bench as nb
     res = nb.run("tiny", repeat=1, ref_repeat=1, fit_iter=2, peers=True, memory=False,
