@@ -12,22 +12,11 @@ whose support iteration does not settle within ``_MAX_SI`` passes is invalid), a
 decided by the exact limit at zero for every candidate.
 """
 import numpy as np
-import scipy.linalg
+
+# LAPACK's gesdd, gesvd where gesdd does not converge: the package's SVD
+from ntnumba.core.linalg import svd
 
 _MAX_SI = 50
-
-
-def svd(A, full_matrices=True, compute_uv=True):
-    """:func:`numpy.linalg.svd` (LAPACK gesdd), gesvd where gesdd does not converge (it can
-    fail on a finite matrix with a tight cluster of singular values, as the package's SVD
-    handles it)."""
-    try:
-        return np.linalg.svd(A, full_matrices=full_matrices, compute_uv=compute_uv)
-    except np.linalg.LinAlgError:
-        if not np.all(np.isfinite(A)):
-            raise
-        return scipy.linalg.svd(A, full_matrices=full_matrices, compute_uv=compute_uv,
-                                lapack_driver="gesvd", check_finite=False)
 
 
 # --------------------------------------------------------------------------------------------

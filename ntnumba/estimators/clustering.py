@@ -999,9 +999,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         >>> path.endswith(".npz"), load(path).n_iter_ == model.n_iter_
         (True, True)
         """
-        check_is_fitted(self)
-        attrs = {k: v for k, v in vars(self).items() if is_fitted_name(k) and k != "_fitted"}
-        return persistence.save_model(path, self.get_params(), attrs, self._fitted)
+        return persistence.save_model(path, self.get_params(), *fitted_parts(self))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
