@@ -18,7 +18,7 @@ from ..partition import select
 from ..engine.passes import best_scores as _best_scores
 from ..engine.passes import tukey_fence as _tukey_fence
 from ..model.stage1 import RULES, assign
-from ..engine.sources import LocalBackend, MemoryBlocks, memory_source
+from ..engine.sources import INFERENCE_BYTES, LocalBackend, MemoryBlocks, memory_source
 from ..core.validation import (Boolean, Interval, Options, Seed, Sequence, check_choice,
                                check_finite, check_scalar, user_stacklevel, validate_params)
 
@@ -74,23 +74,38 @@ def set_training_scores(est, labels, outlier_scores, proba):
         est.reject_threshold_ = _tukey_fence(outlier_scores)
 
 
-def _pass_soft_scores(Xk, carry, match_k, est, index):
+def _pass_soft_scores(Xk, carry, match_k, est, ctx):
     """Pass over a block of training rows: ``est._soft_scores`` (``match_k``: the reference
     row of each row, see ``NTClustering._graph_vote``; a row outside the reference sample
-    that equals a reference row is matched to it, as in ``predict``, by ``index``, the
+    that equals a reference row is matched to it, as in ``predict``, by ``ctx[0]``, the
     :class:`ntnumba.engine.passes.RowIndex` of the reference rows; None: every row
     is matched already, or the rule votes with no reference set)."""
-    if index is not None:
+    if ctx is not None and ctx[0] is not None:
         match_k = (np.full(Xk.shape[0], -1, dtype=np.int64) if match_k is None
                    else np.array(match_k, dtype=np.int64))
         out = np.flatnonzero(match_k < 0)
         if out.size:
-            match_k[out] = passes.row_matches(np.ascontiguousarray(Xk[out]), index)
-    return est._soft_scores(Xk, match=match_k)
+            match_k[out] = ctx[0].matches(np.ascontiguousarray(Xk[out]))
+    return est._soft_scores(Xk, match_k, ctx)
+
+
+def _infer_block(Xk, carry, est, ctx, what):
+    """Pass over a block of rows of ``predict`` (``what="labels"``: labels, smallest scores),
+    ``transform`` ("Y"), ``score`` ("cost"), ``predict_proba`` ("proba") or
+    :func:`candidate_scores` ("scores"); ``ctx``: ``NTClustering._vote_context``."""
+    X = est._scaled(Xk, est.scale_)
+    if what == "proba":
+        return est._soft_scores(X, None, ctx)[1],
+    lab, _, Y, scores, cost = est._stage1(X, ctx, None, labels_only=what == "labels")
+    return {"labels": (lab, _best_scores(scores)), "Y": (Y,), "cost": (cost,),
+            "scores": (scores,)}[what]
 
 
 #: ``n_components="auto"``: the paper's M, or N when there are more features.
 AUTO_COMPONENTS = 2100
+#: at most this many Stage-1 candidates (``n_clusters x n_similarity``) per sample: 40 bytes
+#: each for one sample (a model file declaring 2000 x 2000 took 22.5 GB for 200 rows at once)
+MAX_CANDIDATES = 1 << 22
 #: ``fit`` warns when the largest feature standard deviation exceeds the median by this factor.
 SCALE_WARNING_RATIO = 100.0
 
@@ -420,6 +435,11 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                              f"learn_transform=True (an overcomplete map), got {M}; use "
                              f"n_components='auto' (here {auto_components(n_features)}), "
                              "reduce the features first (e.g. PCA), or learn_transform=False")
+        if v["n_clusters"] * v["n_similarity"] > MAX_CANDIDATES:  # one row's Stage 1 in memory
+            raise ValueError(
+                f"n_clusters x n_similarity: at most {MAX_CANDIDATES} candidates per sample, got "
+                f"{v['n_clusters']} x {v['n_similarity']} (Stage 1 of one sample would take "
+                f"{40 * v['n_clusters'] * v['n_similarity'] / 2**30:.3g} GiB); use fewer")
         if v["n_jobs"] == 0:
             raise ValueError("n_jobs: must be a positive integer, -1 or None, got 0")
         n_shared = v["n_shared"]
@@ -716,15 +736,16 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         index = None  # the reference rows sorted once for all blocks (rows not matched yet)
         if graph_rule and (match is None or np.any(match < 0)):
             index = passes.RowIndex(fitted.ref_X)
+        ctx = tmp._vote_context(index) if graph_rule else None
         args = [(None if match is None else match[s:e],) for s, e in src.bounds]
         with loop.blas_context():
-            res = src.map(_pass_soft_scores, args, (tmp, index))
+            res = src.map(_pass_soft_scores, args, (tmp, ctx))
             set_training_scores(tmp, attrs["labels_"], np.concatenate([r[0] for r in res]),
                                 np.concatenate([r[1] for r in res]))
             if graph_rule and not ref_in_src:  # partial_fit, later chunks
                 ref = fitted.ref_X
                 tmp.reject_threshold_ = float(np.max(
-                    tmp._soft_scores(ref, match=np.arange(ref.shape[0]))[0]))
+                    tmp._soft_scores(ref, np.arange(ref.shape[0]), ctx)[0]))
         for k in ("outlier_scores_", "probabilities_", "reject_threshold_"):
             attrs[k] = getattr(tmp, k)
         return attrs
@@ -736,34 +757,65 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         return passes.vote_space(ref, self.shared_mean_, self.shared_components_,
                                  self._fitted.params.representation)
 
-    def _stage1(self, X, return_details=False, scaled=False):
-        """Stage 1 with the learned parameters: ``(labels, sim, Y, scores[, details])``.
+    def _vote_context(self, index):
+        """What the graph vote of every block of rows shares, made once per call: ``index``
+        (the :class:`~ntnumba.engine.passes.RowIndex` of the reference rows, or None), the
+        vote space, the reference rows' graph rows, labels and ``outlier_scores_`` (if set)."""
+        fitted = self._fitted
+        ref = fitted.ref_X
+        space = self._vote_space(ref)
+        scores = getattr(self, "outlier_scores_", None)
+        if scores is not None:
+            scores = fitted.reference_values(scores)
+            scores = scores if scores.shape[0] >= ref.shape[0] else None
+        return (index, space, passes.space_rows(ref, space),
+                fitted.reference_labels(self.labels_), scores)
+
+    def _infer(self, X, what):
+        """:func:`_infer_block` over blocks of the checked rows ``X`` (an array or a sparse
+        matrix, densified a block at a time), each of at most ``INFERENCE_BYTES`` of per-row
+        arrays (``X``, ``Q``, ``Y`` and the ``C x Cs`` candidates' scores; at least one row), so
+        memory does not grow with ``n`` (besides the outputs). Runs with the fit's
+        thread counts (OpenBLAS threads spinning after ``X A^T`` would compete with Stage 1's)."""
+        p = self._fitted.params
+        row = 8 * (2 * X.shape[1] + 3 * self.components_.shape[0]) + 40 * (
+            p.n_clusters * p.n_similarity)
+        src = LocalBackend(X, max(1, INFERENCE_BYTES // row))
+        with _numba_threads(self.n_jobs), loop.blas_context():
+            ctx = (self._vote_context(passes.RowIndex(self._fitted.ref_X))
+                   if p.rule == "graph" else None)
+            out = None
+            for b, (start, stop) in enumerate(src.bounds):
+                part = src.map(_infer_block, None, (self, ctx, what), blocks=[b])[0]
+                out = out or [np.empty((src.n,) + a.shape[1:], a.dtype) for a in part]
+                for o, a in zip(out, part):
+                    o[start:stop] = a
+        return out
+
+    def _stage1(self, X, ctx=None, match=None, labels_only=False):
+        """Stage 1 with the learned parameters of the scaled rows ``X``: ``(labels, sim, Y,
+        scores, cost)`` (``cost``: the full per-sample cost of the assigned candidates).
 
         ``assign="graph"``: labels by the k-NN vote of the training samples (documented in
-        :meth:`predict`), ``Y`` and ``sim`` the Stage-1 candidates of that cluster, ``scores``
-        the (n, 1) rejection scores of :meth:`predict`; details hold ``"cost"`` (the full
-        per-sample cost of those candidates) as for the other rules. Runs with the fit's BLAS
-        thread count (OpenBLAS threads spinning after ``X A^T`` would compete with Stage 1's).
+        :meth:`predict`; ``ctx``, ``match``: see ``_graph_vote``), ``Y`` and ``sim`` the
+        Stage-1 candidates of that cluster, ``scores`` the (n, 1) rejection scores of
+        :meth:`predict`; with ``labels_only`` it stops after the vote (no ``Q``).
         """
-        with loop.blas_context():
-            return self._stage1_body(X, return_details, scaled)
-
-    def _stage1_body(self, X, return_details, scaled):
         p = self._fitted.params
-        A = self._fitted.state.A
-        if not scaled:
-            X = self._scaled(X, self.scale_)
-        Q = loop.compute_Q(X, A, p.learn_transform)
-        labels = self._graph_vote(X)[:2] if p.rule == "graph" else None
+        vote = None
+        if p.rule == "graph":
+            vote = self._graph_vote(X, match, ctx)[:2]
+            if labels_only:
+                return vote[0], None, None, vote[1][:, None], None
+        Q = loop.compute_Q(X, self._fitted.state.A, p.learn_transform)
         # the fit's Stage 1 (pruned: only the winners' scores are used by predict, rejection)
         lab, sim, Y, scores, cost = passes.stage1(Q, self.dissimilarity_, self.similarity_, p,
-                                                  None if labels is None else labels[0])
-        out = (lab, sim, Y, scores if labels is None else labels[1][:, None])
-        return out + ({"cost": cost},) if return_details else out
+                                                  None if vote is None else vote[0])
+        return lab, sim, Y, scores if vote is None else vote[1][:, None], cost
 
-    def _graph_vote(self, X, match=None):
+    def _graph_vote(self, X, match, ctx):
         """The graph rule's out-of-sample labels, rejection scores and vote shares of the
-        scaled rows ``X``.
+        scaled rows ``X`` (``ctx``: :meth:`_vote_context`).
 
         A row equal to a training row (the reference set, same dtype, byte for byte;
         or given by ``match``, the index of the reference row of each row, -1 for none) gets
@@ -771,27 +823,22 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         vote of the other training samples (its score is the training sample's
         ``outlier_scores_``); any other row the vote of the training samples.
         """
-        fitted = self._fitted
-        p, ref = fitted.params, fitted.ref_X
-        match = (passes.row_matches(X, ref) if match is None
-                 else np.asarray(match, dtype=np.int64))
-        hit = match >= 0
-        space = self._vote_space(ref)
-        labels, score, shares = passes.graph_vote(
-            X, space, passes.space_rows(ref, space), fitted.reference_labels(self.labels_), p,
-            match=match, return_votes=True)
-        if hasattr(self, "outlier_scores_"):
-            ref_scores = fitted.reference_values(self.outlier_scores_)
-            if ref_scores.shape[0] >= ref.shape[0]:
-                score[hit] = ref_scores[match[hit]]
+        index, space, rows_ref, labels_ref, ref_scores = ctx
+        match = index.matches(X) if match is None else np.asarray(match, dtype=np.int64)
+        labels, score, shares = passes.graph_vote(X, space, rows_ref, labels_ref,
+                                                  self._fitted.params, match=match,
+                                                  return_votes=True)
+        if ref_scores is not None:
+            hit = match >= 0
+            score[hit] = ref_scores[match[hit]]
         return labels, score, shares
 
-    def _soft_scores(self, X, match=None):
+    def _soft_scores(self, X, match=None, ctx=None):
         """``(outlier scores, predict_proba)`` of the scaled rows ``X`` (see :meth:`predict`,
-        :meth:`predict_proba`); ``match``: see ``_graph_vote``."""
+        :meth:`predict_proba`); ``match``, ``ctx``: see ``_graph_vote``."""
         p = self._fitted.params
         if p.rule == "graph":  # the vote compares graph rows: no Q
-            return self._graph_vote(X, match)[1:]
+            return self._graph_vote(X, match, ctx)[1:]
         Q = loop.compute_Q(X, self._fitted.state.A, p.learn_transform)
         # every candidate's score (the pruned Stage 1 of predict leaves the losers at +inf)
         scores = assign(Q, self.dissimilarity_, self.similarity_, p.lambda0, p.lambda1,
@@ -849,14 +896,11 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             check_choice(reject, "reject", {"auto"})
         elif reject is not None:
             reject = check_scalar(reject, "reject")
-        X = self._check_X(X, reset=False)
-        with _numba_threads(self.n_jobs):
-            labels, _, _, scores = self._stage1(X)
+        labels, scores = self._infer(self._check_X(X, reset=False), "labels")
         if reject is None:
             return labels
         thr = self.reject_threshold_ if isinstance(reject, str) else float(reject)
-        labels = labels.copy()
-        labels[_best_scores(scores) > thr] = -1
+        labels[scores > thr] = -1
         return labels
 
     def predict_proba(self, X):
@@ -901,9 +945,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         True
         """
         check_is_fitted(self)
-        X = self._check_X(X, reset=False)
-        with _numba_threads(self.n_jobs), loop.blas_context():
-            return self._soft_scores(self._scaled(X, self.scale_))[1]
+        return self._infer(self._check_X(X, reset=False), "proba")[0]
 
     @property
     def _n_features_out(self):
@@ -931,9 +973,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         (30, 16)
         """
         check_is_fitted(self)
-        X = self._check_X(X, reset=False)
-        with _numba_threads(self.n_jobs):
-            return self._stage1(X)[2]
+        return self._infer(self._check_X(X, reset=False), "Y")[0]
 
     def score(self, X, y=None):
         """Opposite of the per-sample cost of the learning problem summed over ``X``.
@@ -963,8 +1003,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         check_is_fitted(self)
         # in float64 whatever the dtype of X: the cost of a float32 sample can exceed float32
         X = self._check_X(X, reset=False).astype(np.float64, copy=False)
-        with _numba_threads(self.n_jobs):
-            cost = self._stage1(X, return_details=True)[4]["cost"]
+        cost = self._infer(X, "cost")[0]
         with np.errstate(over="ignore"):
             total = float(np.sum(cost, dtype=np.float64))
         if not np.isfinite(total):
@@ -1097,5 +1136,4 @@ def candidate_scores(model, X):
     pruned), or (n, 1), the rejection score of the graph rule; what
     ``predict(X, reject=...)`` thresholds (its smallest entry per row)."""
     check_is_fitted(model)
-    X = model._check_X(X, reset=False)
-    return model._stage1(X)[3]
+    return model._infer(model._check_X(X, reset=False), "scores")[0]

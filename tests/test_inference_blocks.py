@@ -1,0 +1,98 @@
+"""predict, transform, score and predict_proba over blocks of rows: the same results, bounded
+memory (tracemalloc peaks of the numpy allocations against the block size)."""
+import dataclasses
+import os
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import ntnumba
+from ntnumba import NTClustering
+from ntnumba.estimators import clustering
+from ntnumba.estimators.clustering import candidate_scores, fitted_parts, set_fitted
+
+
+def blobs(n, N, seed, k=4):
+    centers = 4.0 * np.random.default_rng(0).standard_normal((k, N))
+    rng = np.random.default_rng(seed)
+    return centers[rng.integers(0, k, n)] + rng.standard_normal((n, N))
+
+
+def peak(run):
+    tracemalloc.start()
+    try:
+        out = run()
+        return tracemalloc.get_traced_memory()[1], out
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.fixture(scope="module")
+def models():
+    X = blobs(300, 6, 0)
+    return X, [NTClustering(4, n_components=64, random_state=0).fit(X),
+               NTClustering(4, assign="objective", init="k-means++", n_components=32,
+                            max_iter=2, random_state=0).fit(X)]
+
+
+@pytest.mark.parametrize("rule", [0, 1])
+def test_blocks_give_the_one_block_results(models, monkeypatch, rule):
+    """Many blocks (the budget of a few rows) against one block (the whole input at once)."""
+    X, ests = models
+    est, Xt = ests[rule], blobs(500, 6, 1)
+    calls = (lambda: est.predict(Xt), lambda: est.predict(Xt, reject="auto"),
+             lambda: est.predict_proba(Xt), lambda: est.transform(Xt),
+             lambda: est.score(Xt), lambda: candidate_scores(est, Xt))
+    monkeypatch.setattr(clustering, "INFERENCE_BYTES", 1 << 40)
+    whole = [f() for f in calls]
+    monkeypatch.setattr(clustering, "INFERENCE_BYTES", 20000)   # 10 to 20 rows a block
+    blocked = [f() for f in calls]
+    for a, b in zip(whole[:2], blocked[:2]):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(whole[2:], blocked[2:]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+
+
+@pytest.mark.slow
+def test_predict_memory_is_bounded_by_the_block(monkeypatch):
+    """Default model (M = 2100): before, predict of 5000 rows allocated Q and Y (5000 x 2100,
+    84 MB each); the traced peak is now a few blocks of INFERENCE_BYTES."""
+    X = blobs(400, 20, 0)
+    est = NTClustering(4, random_state=0).fit(X)
+    budget = 1 << 22
+    monkeypatch.setattr(clustering, "INFERENCE_BYTES", budget)
+    Xt = blobs(5000, 20, 1)
+    for call in (est.predict, est.score, est.predict_proba,
+                 lambda A: est.transform(A[:200])):   # transform's output is n x M
+        nbytes, _ = peak(lambda: call(Xt))
+        assert nbytes < 4 * budget + 4 * Xt.nbytes, (call, nbytes)
+
+
+def test_many_candidates_are_bounded_per_row(tmp_path):
+    """A model file declaring n_clusters = n_similarity = 1000 (10^6 candidates per sample):
+    before, predict of 30 rows allocated every candidate's scores at once (about 1 GB)."""
+    X = blobs(50, 3, 0)
+    small = NTClustering(2, n_similarity=1, assign="objective", init="k-means++",
+                         learn_transform=False, random_state=0).fit(X)
+    attrs, fitted = fitted_parts(small)
+    rng = np.random.default_rng(0)
+    attrs["dissimilarity_"] = rng.standard_normal((1000, 3))
+    attrs["similarity_"] = rng.standard_normal((1000, 3))
+    est = NTClustering(1000, n_similarity=1000, assign="objective", learn_transform=False)
+    params = dataclasses.replace(fitted.params, n_clusters=1000, n_similarity=1000)
+    set_fitted(est, attrs, dataclasses.replace(fitted, params=params))
+    model = ntnumba.load(est.save(os.path.join(tmp_path, "big.npz")))
+    row = 40 * 1000 * 1000
+    nbytes, labels = peak(lambda: model.predict(X[:30]))
+    assert nbytes < 2 * row
+    # the same labels as the brute force over every candidate, row by row
+    for i in (0, 17):
+        scores = candidate_scores(model, X[i:i + 1])[0]
+        assert labels[i] == np.unravel_index(np.argmin(scores), scores.shape)[0]
+
+
+def test_too_many_candidates_are_refused():
+    with pytest.raises(ValueError, match="n_clusters x n_similarity: at most"):
+        NTClustering(5000, n_similarity=5000).fit(np.zeros((3, 2)))
