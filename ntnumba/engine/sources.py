@@ -198,7 +198,7 @@ MEMORY_BUDGET = 1 << 28
 BLOCK_BYTES = 1 << 24
 #: bytes of the per-row arrays of one block of ``predict``, ``transform``, ``score`` and
 #: ``predict_proba`` (rows ``X``, ``Q``, ``Y``, every candidate's scores); 10^5 x 50 rows,
-#: default model: 4.4 GB at once, 0.4 GB peak RSS in blocks (benchmarks/predict_memory.py)
+#: default model: 4.5 GB peak RSS at once, 0.53 GB in blocks (benchmarks/predict_memory.py)
 INFERENCE_BYTES = 1 << 26
 
 

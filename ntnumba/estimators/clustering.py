@@ -94,9 +94,10 @@ def _infer_block(Xk, carry, est, ctx, what):
     ``transform`` ("Y"), ``score`` ("cost"), ``predict_proba`` ("proba") or
     :func:`candidate_scores` ("scores"); ``ctx``: ``NTClustering._vote_context``."""
     X = est._scaled(Xk, est.scale_)
+    match = None if ctx is None else est._matches(Xk, X, ctx[0])
     if what == "proba":
-        return est._soft_scores(X, None, ctx)[1],
-    lab, _, Y, scores, cost = est._stage1(X, ctx, None, labels_only=what == "labels")
+        return est._soft_scores(X, match, ctx)[1],
+    lab, _, Y, scores, cost = est._stage1(X, ctx, match, labels_only=what == "labels")
     return {"labels": (lab, _best_scores(scores)), "Y": (Y,), "cost": (cost,),
             "scores": (scores,)}[what]
 
@@ -782,8 +783,14 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             p.n_clusters * p.n_similarity)
         src = LocalBackend(X, max(1, INFERENCE_BYTES // row))
         with _numba_threads(self.n_jobs), loop.blas_context():
-            ctx = (self._vote_context(passes.RowIndex(self._fitted.ref_X))
-                   if p.rule == "graph" else None)
+            ref, ctx = self._fitted.ref_X, None
+            if p.rule == "graph" and X.dtype == np.float32 and ref.dtype == np.float64:
+                ref = ref / self.scale_   # float32 rows, float64 model: compared unscaled
+                if hasattr(self, "feature_mean_"):
+                    ref = ref / self.feature_scale_ + self.feature_mean_
+                ref = ref.astype(np.float32)
+            if p.rule == "graph":
+                ctx = self._vote_context(passes.RowIndex(ref))
             out = None
             for b, (start, stop) in enumerate(src.bounds):
                 part = src.map(_infer_block, None, (self, ctx, what), blocks=[b])[0]
@@ -791,6 +798,17 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                 for o, a in zip(out, part):
                     o[start:stop] = a
         return out
+
+    def _matches(self, raw, X, index):
+        """The reference row equal to each row (``raw``, scaled: ``X``; -1 for none; see
+        ``_infer`` for ``index``): compared in the coarser of the training and input dtypes, so
+        that a float32 copy of float64 training rows (or the reverse) is recognised."""
+        ref_dtype = self._fitted.ref_X.dtype
+        if X.dtype == ref_dtype:
+            return index.matches(X)
+        if ref_dtype == np.float32:  # float64 rows: in float32, scaled as the fit did
+            return index.matches(self._scaled(raw.astype(np.float32), self.scale_))
+        return index.matches(raw)
 
     def _stage1(self, X, ctx=None, match=None, labels_only=False):
         """Stage 1 with the learned parameters of the scaled rows ``X``: ``(labels, sim, Y,
@@ -817,7 +835,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """The graph rule's out-of-sample labels, rejection scores and vote shares of the
         scaled rows ``X`` (``ctx``: :meth:`_vote_context`).
 
-        A row equal to a training row (the reference set, same dtype, byte for byte;
+        A row equal to a training row (the reference set, same dtype, -0.0 as 0.0;
         or given by ``match``, the index of the reference row of each row, -1 for none) gets
         that training sample's label (the partition, which is not a vote) and the leave-one-out
         vote of the other training samples (its score is the training sample's
@@ -856,7 +874,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         similarity (the squared arc-cosine kernel of their angle; the kernel is the limit of the
         NT similarity of random codes, see ``ntnumba/partition/graph.py``) for the labels of
         their ``n_neighbors`` most similar training samples; a row equal to a training sample
-        (byte for byte, in the training dtype) keeps that sample's label, so
+        (in value, compared in the coarser of the training and input dtypes: a float32 copy of
+        float64 training data too) keeps that sample's label, so
         ``fit(X).predict(X)`` equals ``fit_predict(X)`` (``labels_``) for every rule. With
         ``fit(X, chunk_size=...)`` and partial/Dask fits ``labels_`` of the samples outside the
         reference set already are this vote.
