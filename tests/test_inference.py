@@ -125,3 +125,122 @@ def test_training_rows_are_recognised_in_another_dtype(digits, scaling):
     mz = NTClustering(10, n_components=256, scaling=scaling, random_state=0).fit(zeros)
     zeros[:, 0] = -0.0
     np.testing.assert_array_equal(mz.predict(zeros), mz.labels_)
+
+
+def documents(n, seed, V=400, k=3):
+    """TF-IDF rows of documents drawn from k topics (sparse CSR, about 8% stored)."""
+    from scipy import sparse
+    from sklearn.feature_extraction.text import TfidfTransformer
+    topics = np.random.default_rng(0).dirichlet(np.full(V, 0.05), size=k)
+    rng = np.random.default_rng(seed)
+    counts = np.array([rng.multinomial(40, topics[c]) for c in rng.integers(0, k, n)])
+    return TfidfTransformer().fit_transform(sparse.csr_matrix(counts))
+
+
+def sparse_copy(X):
+    return X.data.copy(), X.indices.copy(), X.indptr.copy()
+
+
+@pytest.mark.parametrize("rule", ["graph", "objective"])
+def test_sparse_documents_as_their_dense_copies(rule):
+    """fit, fit_predict, partial_fit, predict, transform, score and predict_proba of CSR and
+    CSC input give what the dense copies give, and leave the input as it was."""
+    X, Xt = documents(240, 0), documents(60, 1)
+    X_before, Xt_before = sparse_copy(X), sparse_copy(Xt)
+    kw = dict(n_components=400, random_state=0) if rule == "graph" else dict(
+        n_components=400, assign="objective", init="k-means++", max_iter=2, random_state=0)
+    sp, dense = NTClustering(3, **kw).fit(X), NTClustering(3, **kw).fit(X.toarray())
+    np.testing.assert_array_equal(sp.labels_, dense.labels_)
+    np.testing.assert_array_equal(NTClustering(3, **kw).fit_predict(X.tocsc()), dense.labels_)
+    for A in (Xt, Xt.tocsc(), Xt.astype(np.float32)):
+        D = A.toarray()
+        np.testing.assert_array_equal(sp.predict(A, reject="auto"),
+                                      dense.predict(D, reject="auto"))
+        np.testing.assert_array_equal(sp.transform(A), dense.transform(D))
+        np.testing.assert_array_equal(sp.predict_proba(A), dense.predict_proba(D))
+        assert sp.score(A) == dense.score(D)
+    np.testing.assert_array_equal(sp.predict(X), sp.labels_)
+    np.testing.assert_array_equal(NTClustering(3, **kw).partial_fit(X).partial_fit(Xt).labels_,
+                                  NTClustering(3, **kw).partial_fit(X.toarray()).partial_fit(
+                                      Xt.toarray()).labels_)
+    for a, b in zip(X_before + Xt_before, sparse_copy(X) + sparse_copy(Xt)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "dok", "lil", "dia", "bsr", "int64"])
+def test_every_sparse_format(fmt):
+    """What sklearn's check_estimator_sparse_matrix asks, per format (see test_estimator.py)."""
+    X = documents(40, 0, V=30)
+    D = X.toarray()
+    if fmt == "int64":
+        X.indices, X.indptr = X.indices.astype(np.int64), X.indptr.astype(np.int64)
+    else:
+        X = X.asformat(fmt)
+    model = NTClustering(3, n_components=30, random_state=0)
+    np.testing.assert_array_equal(model.fit(X).labels_, model.fit(D).labels_)
+    np.testing.assert_array_equal(model.predict_proba(X), model.predict_proba(D))
+
+
+def test_sparse_predict_densifies_a_block_at_a_time(monkeypatch):
+    from scipy import sparse
+    X = documents(300, 0)
+    model = NTClustering(3, n_components=400, random_state=0).fit(X)
+    monkeypatch.setattr(clustering, "INFERENCE_BYTES", 1 << 20)   # 100-odd rows a block
+    rows = []
+    toarray = sparse.csr_matrix.toarray
+    monkeypatch.setattr(sparse.csr_matrix, "toarray",
+                        lambda self, *a, **kw: rows.append(self.shape[0]) or toarray(
+                            self, *a, **kw))
+    for call in (model.predict, model.transform, model.score, model.predict_proba):
+        rows.clear()
+        call(X)
+        assert sum(rows) == X.shape[0] and max(rows) < X.shape[0] / 2, (call, rows)
+
+
+def test_sparse_fit_checks_its_dense_copy(monkeypatch):
+    from ntnumba.partition import graph
+    X = documents(100, 0)
+    monkeypatch.setattr(graph, "available_memory", lambda: 10 ** 5)
+    with pytest.raises(MemoryError, match="dense copy of the sparse matrix.*chunk_size"):
+        NTClustering(3, n_components=400).fit(X)
+    monkeypatch.undo()
+    # in blocks of rows, each densified: the in-memory fit's labels (every row a reference)
+    labels = NTClustering(3, n_components=400, random_state=0).fit(X, chunk_size=40).labels_
+    dense = NTClustering(3, n_components=400, random_state=0).fit(X.toarray()).labels_
+    assert np.mean(labels == dense) == 1.0
+    X.data[3] = np.nan
+    with pytest.raises(ValueError, match="X: the stored values of the sparse matrix: contains"):
+        NTClustering(3, n_components=400).fit(X)
+
+
+def test_cli_fits_and_predicts_a_sparse_npz(tmp_path, capsys):
+    from scipy import sparse
+    from ntnumba import cli
+    from ntnumba.datasets import load_file
+    X = documents(90, 0)
+    sparse.save_npz(tmp_path / "docs.npz", X)
+    sparse.save_npz(tmp_path / "coo.npz", X.tocoo(), compressed=False)
+    Xr, y = load_file(tmp_path / "coo.npz")
+    assert sparse.issparse(Xr) and y is None and (Xr != X).nnz == 0
+    with pytest.raises(ValueError, match="sparse matrix.*image_shape not used"):
+        load_file(tmp_path / "docs.npz", image_shape=(20, 20))
+    model, out = str(tmp_path / "m.npz"), str(tmp_path / "p.csv")
+    assert cli.main(["fit", str(tmp_path / "docs.npz"), "-k", "3", "--n-components", "400",
+                     "--seed", "0", "-o", model]) == 0
+    assert "90 samples x 400 features, no labels; sparse" in capsys.readouterr().err
+    assert cli.main(["predict", model, str(tmp_path / "coo.npz"), "-o", out]) == 0
+    fitted = NTClustering(3, n_components=400, random_state=0).fit(X.toarray())
+    np.testing.assert_array_equal(np.loadtxt(out, dtype=np.int64, skiprows=1), fitted.labels_)
+    np.testing.assert_array_equal(ntnumba.load(model).labels_, fitted.labels_)
+
+
+def test_dask_estimator_takes_sparse_input():
+    distributed = pytest.importorskip("distributed")
+    from ntnumba.dask import NTClustering as DaskNTClustering
+    X = documents(120, 0)
+    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as c, \
+            distributed.Client(c):
+        model = DaskNTClustering(3, n_components=400, random_state=0).fit(X)
+        np.testing.assert_array_equal(model.labels_.compute(), model.predict(X))
+    dense = NTClustering(3, n_components=400, random_state=0).fit(X.toarray())
+    np.testing.assert_array_equal(model.predict(X), dense.labels_)

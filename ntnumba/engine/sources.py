@@ -98,11 +98,13 @@ def _trim():
 
 
 def read_block(X, start, stop, dtype, scale=1.0):
-    """Rows ``start:stop`` of ``X`` as a new C-contiguous float array, checked and scaled.
+    """Rows ``start:stop`` of ``X`` (an array-like or a scipy.sparse matrix) as a new
+    C-contiguous float array, checked and scaled.
 
     The input is never written to (a copy is always made).
     """
-    Xk = np.asarray(X[start:stop])
+    Xk = X[start:stop]
+    Xk = Xk.toarray() if hasattr(Xk, "toarray") else np.asarray(Xk)   # scipy.sparse: dense
     if Xk.ndim != 2 or Xk.shape[0] != stop - start:
         raise ValueError(f"X: rows {start}:{stop} have shape {Xk.shape}, expected "
                          f"({stop - start}, n_features)")

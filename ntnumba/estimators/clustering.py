@@ -5,6 +5,7 @@ from numbers import Integral, Real
 
 import numba
 import numpy as np
+from scipy.sparse import issparse
 from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
                           TransformerMixin, clone)
 from sklearn.utils import check_random_state
@@ -437,10 +438,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                              f"n_components='auto' (here {auto_components(n_features)}), "
                              "reduce the features first (e.g. PCA), or learn_transform=False")
         if v["n_clusters"] * v["n_similarity"] > MAX_CANDIDATES:  # one row's Stage 1 in memory
-            raise ValueError(
-                f"n_clusters x n_similarity: at most {MAX_CANDIDATES} candidates per sample, got "
-                f"{v['n_clusters']} x {v['n_similarity']} (Stage 1 of one sample would take "
-                f"{40 * v['n_clusters'] * v['n_similarity'] / 2**30:.3g} GiB); use fewer")
+            raise ValueError(f"n_clusters x n_similarity: at most {MAX_CANDIDATES} candidates "
+                             f"per sample (40 bytes each), got {v['n_clusters']} x "
+                             f"{v['n_similarity']}; use fewer")
         if v["n_jobs"] == 0:
             raise ValueError("n_jobs: must be a positive integer, -1 or None, got 0")
         n_shared = v["n_shared"]
@@ -455,16 +455,17 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                            representation=v["representation"], max_iter=v["max_iter"],
                            tol=v["tol"], learn_transform=v["learn_transform"], **lam)
 
-    def _check_X(self, X, reset):
-        """Validated 2-D float32/float64 C array (a copy only when needed; never modified).
+    def _check_X(self, X, reset, dense=False):
+        """Validated 2-D float32/float64 C array or CSR matrix (``dense``: densified after
+        ``graph.check_memory``); a copy only when needed, never modified.
 
         scikit-learn's validation with every message prefixed by the argument name, then a
         finiteness check that counts the bad entries and names the first row.
         """
         try:
             X = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32],
-                              ensure_all_finite=False, ensure_min_samples=1,
-                              ensure_min_features=1, order="C")
+                              accept_sparse="csr", ensure_all_finite=False,
+                              ensure_min_samples=1, ensure_min_features=1, order="C")
         except (TypeError, ValueError) as exc:
             from ..datasets import non_numeric_frame_error   # text columns: which, and fixes
             frame_error = non_numeric_frame_error(X)
@@ -472,7 +473,14 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                 raise frame_error from None
             msg = str(exc)
             raise type(exc)(msg if msg.startswith("X:") else f"X: {msg}") from None
-        check_finite(X, "X")
+        if not issparse(X):
+            check_finite(X, "X")
+            return X
+        check_finite(X.data, "X: the stored values of the sparse matrix")
+        if dense:   # the in-memory fit needs every row dense
+            graph.check_memory(X.shape[0] * X.shape[1] * X.dtype.itemsize,
+                               "X: the dense copy of the sparse matrix for the fit")
+            X = X.toarray()
         return X
 
     def _scaling_mode(self):
@@ -554,14 +562,14 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         10
         """
         if chunk_size is not None:
-            src = LocalBackend(X, chunk_size)
+            src = LocalBackend(X.tocsr() if issparse(X) else X, chunk_size)
             try:
                 return self._fit_source(src, callback)
             finally:
                 src.close()
         warm = self.warm_start and hasattr(self, "_fitted")
         checked = self if warm else clone(self)  # validation sets no attribute of self
-        X = checked._check_X(X, reset=not warm)
+        X = checked._check_X(X, reset=not warm, dense=True)
         X, stats = self._standardise(X, learn=not warm)
         p = checked._params(X.shape[1])
         src = memory_source(X, p.n_components if p.learn_transform else X.shape[1])
@@ -686,7 +694,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         cont = stream is not None
         from_fit = not cont and old is not None
         checked = self if (cont or from_fit) else clone(self)
-        X = checked._check_X(X, reset=checked is not self)
+        X = checked._check_X(X, reset=checked is not self, dense=True)
         p = self._params(X.shape[1])
         X, stats = self._standardise(X, learn=not (cont or from_fit))
         src = MemoryBlocks(X)
@@ -759,11 +767,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                                  self._fitted.params.representation)
 
     def _vote_context(self, index):
-        """What the graph vote of every block of rows shares, made once per call: ``index``
-        (the :class:`~ntnumba.engine.passes.RowIndex` of the reference rows, or None), the
-        vote space, the reference rows' graph rows, labels and ``outlier_scores_`` (if set)."""
-        fitted = self._fitted
-        ref = fitted.ref_X
+        """What the graph vote of every block shares: ``index`` (a RowIndex or None), the vote
+        space, the reference rows' graph rows, labels and ``outlier_scores_`` (if set)."""
+        fitted, ref = self._fitted, self._fitted.ref_X
         space = self._vote_space(ref)
         scores = getattr(self, "outlier_scores_", None)
         if scores is not None:
@@ -773,11 +779,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                 fitted.reference_labels(self.labels_), scores)
 
     def _infer(self, X, what):
-        """:func:`_infer_block` over blocks of the checked rows ``X`` (an array or a sparse
-        matrix, densified a block at a time), each of at most ``INFERENCE_BYTES`` of per-row
-        arrays (``X``, ``Q``, ``Y`` and the ``C x Cs`` candidates' scores; at least one row), so
-        memory does not grow with ``n`` (besides the outputs). Runs with the fit's
-        thread counts (OpenBLAS threads spinning after ``X A^T`` would compete with Stage 1's)."""
+        """:func:`_infer_block` over blocks of the checked rows ``X`` (array or sparse, densified
+        a block at a time) of at most ``INFERENCE_BYTES`` of per-row arrays (``X``, ``Q``, ``Y``,
+        the ``C x Cs`` scores; at least one row), with the fit's thread counts."""
         p = self._fitted.params
         row = 8 * (2 * X.shape[1] + 3 * self.components_.shape[0]) + 40 * (
             p.n_clusters * p.n_similarity)
@@ -800,9 +804,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         return out
 
     def _matches(self, raw, X, index):
-        """The reference row equal to each row (``raw``, scaled: ``X``; -1 for none; see
-        ``_infer`` for ``index``): compared in the coarser of the training and input dtypes, so
-        that a float32 copy of float64 training rows (or the reverse) is recognised."""
+        """The reference row equal to each row (``raw``, scaled ``X``; -1: none), compared in
+        the coarser of the training and input dtypes (``index``: see ``_infer``)."""
         ref_dtype = self._fitted.ref_X.dtype
         if X.dtype == ref_dtype:
             return index.matches(X)
@@ -1062,6 +1065,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        tags.input_tags.sparse = True
         return tags
 
 
