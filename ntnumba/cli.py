@@ -186,6 +186,9 @@ def _load_data(args, quiet=False):
                            delimiter=args.delimiter, header=args.header,
                            index_col=_column_key(args.index_col), return_info=True)
     _status(f"read {args.data}: {info['description']}", quiet)
+    if args.normalize and hasattr(X, "toarray"):   # a scipy.sparse matrix
+        raise CLIError(f"--normalize centres every row: {args.data} holds a sparse matrix; "
+                       "drop --normalize (e.g. TF-IDF rows are normalised already)")
     if args.normalize:
         X = normalize_images(X)
     return X, y

@@ -98,11 +98,13 @@ def _trim():
 
 
 def read_block(X, start, stop, dtype, scale=1.0):
-    """Rows ``start:stop`` of ``X`` as a new C-contiguous float array, checked and scaled.
+    """Rows ``start:stop`` of ``X`` (an array-like or a scipy.sparse matrix) as a new
+    C-contiguous float array, checked and scaled.
 
     The input is never written to (a copy is always made).
     """
-    Xk = np.asarray(X[start:stop])
+    Xk = X[start:stop]
+    Xk = Xk.toarray() if hasattr(Xk, "toarray") else np.asarray(Xk)   # scipy.sparse: dense
     if Xk.ndim != 2 or Xk.shape[0] != stop - start:
         raise ValueError(f"X: rows {start}:{stop} have shape {Xk.shape}, expected "
                          f"({stop - start}, n_features)")
@@ -196,6 +198,10 @@ class Blocks:
 MEMORY_BUDGET = 1 << 28
 #: bytes of one block x M array of the blocks of :func:`memory_source`
 BLOCK_BYTES = 1 << 24
+#: bytes of the per-row arrays of one block of ``predict``, ``transform``, ``score`` and
+#: ``predict_proba`` (rows ``X``, ``Q``, ``Y``, every candidate's scores); 10^5 x 50 rows,
+#: default model: 4.5 GB peak RSS at once, 0.53 GB in blocks (benchmarks/predict_memory.py)
+INFERENCE_BYTES = 1 << 26
 
 
 def memory_source(X, n_components):

@@ -5,6 +5,7 @@ from numbers import Integral, Real
 
 import numba
 import numpy as np
+from scipy.sparse import issparse
 from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
                           TransformerMixin, clone)
 from sklearn.utils import check_random_state
@@ -18,7 +19,7 @@ from ..partition import select
 from ..engine.passes import best_scores as _best_scores
 from ..engine.passes import tukey_fence as _tukey_fence
 from ..model.stage1 import RULES, assign
-from ..engine.sources import LocalBackend, MemoryBlocks, memory_source
+from ..engine.sources import INFERENCE_BYTES, LocalBackend, MemoryBlocks, memory_source
 from ..core.validation import (Boolean, Interval, Options, Seed, Sequence, check_choice,
                                check_finite, check_scalar, user_stacklevel, validate_params)
 
@@ -74,23 +75,39 @@ def set_training_scores(est, labels, outlier_scores, proba):
         est.reject_threshold_ = _tukey_fence(outlier_scores)
 
 
-def _pass_soft_scores(Xk, carry, match_k, est, index):
+def _pass_soft_scores(Xk, carry, match_k, est, ctx):
     """Pass over a block of training rows: ``est._soft_scores`` (``match_k``: the reference
     row of each row, see ``NTClustering._graph_vote``; a row outside the reference sample
-    that equals a reference row is matched to it, as in ``predict``, by ``index``, the
+    that equals a reference row is matched to it, as in ``predict``, by ``ctx[0]``, the
     :class:`ntnumba.engine.passes.RowIndex` of the reference rows; None: every row
     is matched already, or the rule votes with no reference set)."""
-    if index is not None:
+    if ctx is not None and ctx[0] is not None:
         match_k = (np.full(Xk.shape[0], -1, dtype=np.int64) if match_k is None
                    else np.array(match_k, dtype=np.int64))
         out = np.flatnonzero(match_k < 0)
         if out.size:
-            match_k[out] = passes.row_matches(np.ascontiguousarray(Xk[out]), index)
-    return est._soft_scores(Xk, match=match_k)
+            match_k[out] = ctx[0].matches(np.ascontiguousarray(Xk[out]))
+    return est._soft_scores(Xk, match_k, ctx)
+
+
+def _infer_block(Xk, carry, est, ctx, what):
+    """Pass over a block of rows of ``predict`` (``what="labels"``: labels, smallest scores),
+    ``transform`` ("Y"), ``score`` ("cost"), ``predict_proba`` ("proba") or
+    :func:`candidate_scores` ("scores"); ``ctx``: ``NTClustering._vote_context``."""
+    X = est._scaled(Xk, est.scale_)
+    match = None if ctx is None else est._matches(Xk, X, ctx[0])
+    if what == "proba":
+        return est._soft_scores(X, match, ctx)[1],
+    lab, _, Y, scores, cost = est._stage1(X, ctx, match, labels_only=what == "labels")
+    return {"labels": (lab, _best_scores(scores)), "Y": (Y,), "cost": (cost,),
+            "scores": (scores,)}[what]
 
 
 #: ``n_components="auto"``: the paper's M, or N when there are more features.
 AUTO_COMPONENTS = 2100
+#: at most this many Stage-1 candidates (``n_clusters x n_similarity``) per sample: 40 bytes
+#: each for one sample (a model file declaring 2000 x 2000 took 22.5 GB for 200 rows at once)
+MAX_CANDIDATES = 1 << 22
 #: ``fit`` warns when the largest feature standard deviation exceeds the median by this factor.
 SCALE_WARNING_RATIO = 100.0
 
@@ -423,6 +440,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                              f"learn_transform=True (an overcomplete map), got {M}; use "
                              f"n_components='auto' (here {auto_components(n_features)}), "
                              "reduce the features first (e.g. PCA), or learn_transform=False")
+        if v["n_clusters"] * v["n_similarity"] > MAX_CANDIDATES:  # one row's Stage 1 in memory
+            raise ValueError(f"n_clusters x n_similarity: at most {MAX_CANDIDATES} candidates "
+                             f"per sample (40 bytes each), got {v['n_clusters']} x "
+                             f"{v['n_similarity']}; use fewer")
         if v["n_jobs"] == 0:
             raise ValueError("n_jobs: must be a positive integer, -1 or None, got 0")
         n_shared = v["n_shared"]
@@ -437,16 +458,17 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                            representation=v["representation"], max_iter=v["max_iter"],
                            tol=v["tol"], learn_transform=v["learn_transform"], **lam)
 
-    def _check_X(self, X, reset):
-        """Validated 2-D float32/float64 C array (a copy only when needed; never modified).
+    def _check_X(self, X, reset, dense=False):
+        """Validated 2-D float32/float64 C array or CSR matrix (``dense``: densified after
+        ``graph.check_memory``); a copy only when needed, never modified.
 
         scikit-learn's validation with every message prefixed by the argument name, then a
         finiteness check that counts the bad entries and names the first row.
         """
         try:
             X = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32],
-                              ensure_all_finite=False, ensure_min_samples=1,
-                              ensure_min_features=1, order="C")
+                              accept_sparse="csr", ensure_all_finite=False,
+                              ensure_min_samples=1, ensure_min_features=1, order="C")
         except (TypeError, ValueError) as exc:
             from ..datasets import non_numeric_frame_error   # text columns: which, and fixes
             frame_error = non_numeric_frame_error(X)
@@ -454,7 +476,14 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                 raise frame_error from None
             msg = str(exc)
             raise type(exc)(msg if msg.startswith("X:") else f"X: {msg}") from None
-        check_finite(X, "X")
+        if not issparse(X):
+            check_finite(X, "X")
+            return X
+        check_finite(X.data, "X: the stored values of the sparse matrix")
+        if dense:   # the in-memory fit needs every row dense
+            graph.check_memory(X.shape[0] * X.shape[1] * X.dtype.itemsize,
+                               "X: the dense copy of the sparse matrix for the fit")
+            X = X.toarray()
         return X
 
     def _scaling_mode(self):
@@ -536,14 +565,14 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         10
         """
         if chunk_size is not None:
-            src = LocalBackend(X, chunk_size)
+            src = LocalBackend(X.tocsr() if issparse(X) else X, chunk_size)
             try:
                 return self._fit_source(src, callback)
             finally:
                 src.close()
         warm = self.warm_start and hasattr(self, "_fitted")
         checked = self if warm else clone(self)  # validation sets no attribute of self
-        X = checked._check_X(X, reset=not warm)
+        X = checked._check_X(X, reset=not warm, dense=True)
         X, stats = self._standardise(X, learn=not warm)
         p = checked._params(X.shape[1])
         src = memory_source(X, p.n_components if p.learn_transform else X.shape[1])
@@ -668,7 +697,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         cont = stream is not None
         from_fit = not cont and old is not None
         checked = self if (cont or from_fit) else clone(self)
-        X = checked._check_X(X, reset=checked is not self)
+        X = checked._check_X(X, reset=checked is not self, dense=True)
         p = self._params(X.shape[1])
         X, stats = self._standardise(X, learn=not (cont or from_fit))
         src = MemoryBlocks(X)
@@ -719,15 +748,16 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         index = None  # the reference rows sorted once for all blocks (rows not matched yet)
         if graph_rule and (match is None or np.any(match < 0)):
             index = passes.RowIndex(fitted.ref_X)
+        ctx = tmp._vote_context(index) if graph_rule else None
         args = [(None if match is None else match[s:e],) for s, e in src.bounds]
         with loop.blas_context():
-            res = src.map(_pass_soft_scores, args, (tmp, index))
+            res = src.map(_pass_soft_scores, args, (tmp, ctx))
             set_training_scores(tmp, attrs["labels_"], np.concatenate([r[0] for r in res]),
                                 np.concatenate([r[1] for r in res]))
             if graph_rule and not ref_in_src:  # partial_fit, later chunks
                 ref = fitted.ref_X
                 tmp.reject_threshold_ = float(np.max(
-                    tmp._soft_scores(ref, match=np.arange(ref.shape[0]))[0]))
+                    tmp._soft_scores(ref, np.arange(ref.shape[0]), ctx)[0]))
         for k in ("outlier_scores_", "probabilities_", "reject_threshold_"):
             attrs[k] = getattr(tmp, k)
         return attrs
@@ -739,62 +769,100 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         return passes.vote_space(ref, self.shared_mean_, self.shared_components_,
                                  self._fitted.params.representation)
 
-    def _stage1(self, X, return_details=False, scaled=False):
-        """Stage 1 with the learned parameters: ``(labels, sim, Y, scores[, details])``.
+    def _vote_context(self, index):
+        """What the graph vote of every block shares: ``index`` (a RowIndex or None), the vote
+        space, the reference rows' graph rows, labels and ``outlier_scores_`` (if set)."""
+        fitted, ref = self._fitted, self._fitted.ref_X
+        space = self._vote_space(ref)
+        scores = getattr(self, "outlier_scores_", None)
+        if scores is not None:
+            scores = fitted.reference_values(scores)
+            scores = scores if scores.shape[0] >= ref.shape[0] else None
+        return (index, space, passes.space_rows(ref, space),
+                fitted.reference_labels(self.labels_), scores)
+
+    def _infer(self, X, what):
+        """:func:`_infer_block` over blocks of the checked rows ``X`` (array or sparse, densified
+        a block at a time) of at most ``INFERENCE_BYTES`` of per-row arrays (``X``, ``Q``, ``Y``,
+        the ``C x Cs`` scores; at least one row), with the fit's thread counts."""
+        p = self._fitted.params
+        row = 8 * (2 * X.shape[1] + 3 * self.components_.shape[0]) + 40 * (
+            p.n_clusters * p.n_similarity)
+        src = LocalBackend(X, max(1, INFERENCE_BYTES // row))
+        with _numba_threads(self.n_jobs), loop.blas_context():
+            ref, ctx = self._fitted.ref_X, None
+            if p.rule == "graph" and X.dtype == np.float32 and ref.dtype == np.float64:
+                ref = ref / self.scale_   # float32 rows, float64 model: compared unscaled
+                if hasattr(self, "feature_mean_"):
+                    ref = ref / self.feature_scale_ + self.feature_mean_
+                ref = ref.astype(np.float32)
+            if p.rule == "graph":
+                ctx = self._vote_context(passes.RowIndex(ref))
+            out = None
+            for b, (start, stop) in enumerate(src.bounds):
+                part = src.map(_infer_block, None, (self, ctx, what), blocks=[b])[0]
+                out = out or [np.empty((src.n,) + a.shape[1:], a.dtype) for a in part]
+                for o, a in zip(out, part):
+                    o[start:stop] = a
+        return out
+
+    def _matches(self, raw, X, index):
+        """The reference row equal to each row (``raw``, scaled ``X``; -1: none), compared in
+        the coarser of the training and input dtypes (``index``: see ``_infer``)."""
+        ref_dtype = self._fitted.ref_X.dtype
+        if X.dtype == ref_dtype:
+            return index.matches(X)
+        if ref_dtype == np.float32:  # float64 rows: in float32, scaled as the fit did
+            return index.matches(self._scaled(raw.astype(np.float32), self.scale_))
+        return index.matches(raw)
+
+    def _stage1(self, X, ctx=None, match=None, labels_only=False):
+        """Stage 1 with the learned parameters of the scaled rows ``X``: ``(labels, sim, Y,
+        scores, cost)`` (``cost``: the full per-sample cost of the assigned candidates).
 
         ``assign="graph"``: labels by the k-NN vote of the training samples (documented in
-        :meth:`predict`), ``Y`` and ``sim`` the Stage-1 candidates of that cluster, ``scores``
-        the (n, 1) rejection scores of :meth:`predict`; details hold ``"cost"`` (the full
-        per-sample cost of those candidates) as for the other rules. Runs with the fit's BLAS
-        thread count (OpenBLAS threads spinning after ``X A^T`` would compete with Stage 1's).
+        :meth:`predict`; ``ctx``, ``match``: see ``_graph_vote``), ``Y`` and ``sim`` the
+        Stage-1 candidates of that cluster, ``scores`` the (n, 1) rejection scores of
+        :meth:`predict`; with ``labels_only`` it stops after the vote (no ``Q``).
         """
-        with loop.blas_context():
-            return self._stage1_body(X, return_details, scaled)
-
-    def _stage1_body(self, X, return_details, scaled):
         p = self._fitted.params
-        A = self._fitted.state.A
-        if not scaled:
-            X = self._scaled(X, self.scale_)
-        Q = loop.compute_Q(X, A, p.learn_transform)
-        labels = self._graph_vote(X)[:2] if p.rule == "graph" else None
+        vote = None
+        if p.rule == "graph":
+            vote = self._graph_vote(X, match, ctx)[:2]
+            if labels_only:
+                return vote[0], None, None, vote[1][:, None], None
+        Q = loop.compute_Q(X, self._fitted.state.A, p.learn_transform)
         # the fit's Stage 1 (pruned: only the winners' scores are used by predict, rejection)
         lab, sim, Y, scores, cost = passes.stage1(Q, self.dissimilarity_, self.similarity_, p,
-                                                  None if labels is None else labels[0])
-        out = (lab, sim, Y, scores if labels is None else labels[1][:, None])
-        return out + ({"cost": cost},) if return_details else out
+                                                  None if vote is None else vote[0])
+        return lab, sim, Y, scores if vote is None else vote[1][:, None], cost
 
-    def _graph_vote(self, X, match=None):
+    def _graph_vote(self, X, match, ctx):
         """The graph rule's out-of-sample labels, rejection scores and vote shares of the
-        scaled rows ``X``.
+        scaled rows ``X`` (``ctx``: :meth:`_vote_context`).
 
-        A row equal to a training row (the reference set, same dtype, byte for byte;
+        A row equal to a training row (the reference set, same dtype, -0.0 as 0.0;
         or given by ``match``, the index of the reference row of each row, -1 for none) gets
         that training sample's label (the partition, which is not a vote) and the leave-one-out
         vote of the other training samples (its score is the training sample's
         ``outlier_scores_``); any other row the vote of the training samples.
         """
-        fitted = self._fitted
-        p, ref = fitted.params, fitted.ref_X
-        match = (passes.row_matches(X, ref) if match is None
-                 else np.asarray(match, dtype=np.int64))
-        hit = match >= 0
-        space = self._vote_space(ref)
-        labels, score, shares = passes.graph_vote(
-            X, space, passes.space_rows(ref, space), fitted.reference_labels(self.labels_), p,
-            match=match, return_votes=True)
-        if hasattr(self, "outlier_scores_"):
-            ref_scores = fitted.reference_values(self.outlier_scores_)
-            if ref_scores.shape[0] >= ref.shape[0]:
-                score[hit] = ref_scores[match[hit]]
+        index, space, rows_ref, labels_ref, ref_scores = ctx
+        match = index.matches(X) if match is None else np.asarray(match, dtype=np.int64)
+        labels, score, shares = passes.graph_vote(X, space, rows_ref, labels_ref,
+                                                  self._fitted.params, match=match,
+                                                  return_votes=True)
+        if ref_scores is not None:
+            hit = match >= 0
+            score[hit] = ref_scores[match[hit]]
         return labels, score, shares
 
-    def _soft_scores(self, X, match=None):
+    def _soft_scores(self, X, match=None, ctx=None):
         """``(outlier scores, predict_proba)`` of the scaled rows ``X`` (see :meth:`predict`,
-        :meth:`predict_proba`); ``match``: see ``_graph_vote``."""
+        :meth:`predict_proba`); ``match``, ``ctx``: see ``_graph_vote``."""
         p = self._fitted.params
         if p.rule == "graph":  # the vote compares graph rows: no Q
-            return self._graph_vote(X, match)[1:]
+            return self._graph_vote(X, match, ctx)[1:]
         Q = loop.compute_Q(X, self._fitted.state.A, p.learn_transform)
         # every candidate's score (the pruned Stage 1 of predict leaves the losers at +inf)
         scores = assign(Q, self.dissimilarity_, self.similarity_, p.lambda0, p.lambda1,
@@ -812,7 +880,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         similarity (the squared arc-cosine kernel of their angle; the kernel is the limit of the
         NT similarity of random codes, see ``ntnumba/partition/graph.py``) for the labels of
         their ``n_neighbors`` most similar training samples; a row equal to a training sample
-        (byte for byte, in the training dtype) keeps that sample's label, so
+        (in value, compared in the coarser of the training and input dtypes: a float32 copy of
+        float64 training data too) keeps that sample's label, so
         ``fit(X).predict(X)`` equals ``fit_predict(X)`` (``labels_``) for every rule. With
         ``fit(X, chunk_size=...)`` and partial/Dask fits ``labels_`` of the samples outside the
         reference set already are this vote.
@@ -852,14 +921,11 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             check_choice(reject, "reject", {"auto"})
         elif reject is not None:
             reject = check_scalar(reject, "reject")
-        X = self._check_X(X, reset=False)
-        with _numba_threads(self.n_jobs):
-            labels, _, _, scores = self._stage1(X)
+        labels, scores = self._infer(self._check_X(X, reset=False), "labels")
         if reject is None:
             return labels
         thr = self.reject_threshold_ if isinstance(reject, str) else float(reject)
-        labels = labels.copy()
-        labels[_best_scores(scores) > thr] = -1
+        labels[scores > thr] = -1
         return labels
 
     def predict_proba(self, X):
@@ -904,9 +970,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         True
         """
         check_is_fitted(self)
-        X = self._check_X(X, reset=False)
-        with _numba_threads(self.n_jobs), loop.blas_context():
-            return self._soft_scores(self._scaled(X, self.scale_))[1]
+        return self._infer(self._check_X(X, reset=False), "proba")[0]
 
     @property
     def _n_features_out(self):
@@ -934,9 +998,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         (30, 16)
         """
         check_is_fitted(self)
-        X = self._check_X(X, reset=False)
-        with _numba_threads(self.n_jobs):
-            return self._stage1(X)[2]
+        return self._infer(self._check_X(X, reset=False), "Y")[0]
 
     def score(self, X, y=None):
         """Opposite of the per-sample cost of the learning problem summed over ``X``.
@@ -966,8 +1028,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         check_is_fitted(self)
         # in float64 whatever the dtype of X: the cost of a float32 sample can exceed float32
         X = self._check_X(X, reset=False).astype(np.float64, copy=False)
-        with _numba_threads(self.n_jobs):
-            cost = self._stage1(X, return_details=True)[4]["cost"]
+        cost = self._infer(X, "cost")[0]
         with np.errstate(over="ignore"):
             total = float(np.sum(cost, dtype=np.float64))
         if not np.isfinite(total):
@@ -1007,6 +1068,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        tags.input_tags.sparse = True
         return tags
 
 
@@ -1100,5 +1162,4 @@ def candidate_scores(model, X):
     pruned), or (n, 1), the rejection score of the graph rule; what
     ``predict(X, reject=...)`` thresholds (its smallest entry per row)."""
     check_is_fitted(model)
-    X = model._check_X(X, reset=False)
-    return model._stage1(X)[3]
+    return model._infer(model._check_X(X, reset=False), "scores")[0]
