@@ -1,6 +1,7 @@
 """NTClustering: the scikit-learn style estimator over the kernels and the driver."""
 import warnings
 from contextlib import contextmanager
+from dataclasses import replace
 from numbers import Integral, Real
 
 import numba
@@ -137,6 +138,21 @@ def _warn_feature_scales(X):
             "the largest features dominate the clustering. Pass scaling='standard' (per "
             "feature; --scaling standard) or scale the features first, e.g. with "
             "sklearn.preprocessing.StandardScaler", UserWarning, stacklevel=user_stacklevel())
+
+
+def _graph_neighbors(p, n):
+    """``p`` with ``n_neighbors`` below the ``n`` rows the graph partitions (with a warning):
+    ``min(5, n // (2 n_clusters))``, at least 1. A k-NN graph of ``k >= n - 1`` is complete
+    (3 blobs of 20 samples in 3 features: ARI -0.01, n_neighbors=5: 0.9)."""
+    if "graph" not in (p.rule, p.init) or p.n_neighbors < n:
+        return p
+    k = max(1, min(5, n // (2 * p.n_clusters)))
+    warnings.warn(f"n_neighbors={p.n_neighbors} is not below the {n} samples the graph "
+                  "partitions: its k-NN graph would join every sample to every other and show "
+                  f"no clusters. Using n_neighbors={k} (the default 5, at most n_samples / "
+                  f"(2 n_clusters)); pass n_neighbors < {n} to choose", UserWarning,
+                  stacklevel=user_stacklevel())
+    return replace(p, n_neighbors=k)
 
 
 @contextmanager
@@ -568,6 +584,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                              "standard deviations from one pass) and use scaling='rms'")
         if src.n < p.n_clusters:
             raise ValueError(f"X: n_samples={src.n} should be >= n_clusters={p.n_clusters}")
+        p = _graph_neighbors(p, min(src.n, loop.REFERENCE_SIZE))
+
         if warm and src.N != self.n_features_in_:
             raise ValueError(f"X: has {src.N} features, but the fitted model (warm_start=True) "
                              f"has {self.n_features_in_}")
@@ -685,8 +703,11 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             rng = np.random.RandomState(check_random_state(self.random_state).randint(_INT32_MAX))
             stream = {"theta": None, "transform": None, "ref": None,
                       "scale": loop.rms_scale(src, self._scaling_mode())}
+        ref = stream["ref"]
+        p = _graph_neighbors(p, X.shape[0] if ref is None else ref[0].shape[0])
         with _numba_threads(self.n_jobs), loop.blas_context():
             src.set_scale(stream["scale"])
+
             attrs, fitted, stream = loop.partial(src, state, rng, p, stream, forget, seed,
                                                  verbose=self.verbose)
             attrs = self._with_training_scores(src, attrs, fitted, stream["ref"][0] is src.X

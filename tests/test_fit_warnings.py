@@ -1,0 +1,60 @@
+"""Warnings of ``fit`` that fire only when something is wrong, and say what the library did:
+``n_neighbors`` not below the number of samples, a nearly complete k-NN graph."""
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score
+
+from ntnumba import NTClustering
+from ntnumba.partition import graph
+
+
+def _quiet_fit(model, X):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return model.fit(X)
+
+
+@pytest.mark.parametrize("n_features", [3, 20])    # the Euclidean graph, the angular graph
+def test_n_neighbors_not_below_n_is_clamped_with_a_warning(n_features):
+    X, y = make_blobs(60, n_features, centers=3, random_state=0)
+    with pytest.warns(UserWarning, match=r"n_neighbors=100 is not below the 60 samples.*"
+                                         r"Using n_neighbors=5 .*pass n_neighbors < 60"):
+        big = NTClustering(3, n_neighbors=100, n_components=64, random_state=0).fit(X)
+    ref = _quiet_fit(NTClustering(3, n_neighbors=5, n_components=64, random_state=0), X)
+    np.testing.assert_array_equal(big.labels_, ref.labels_)
+    assert big._fitted.params.n_neighbors == 5
+    assert adjusted_rand_score(y, big.labels_) > 0.8      # -0.01 with the complete graph
+    np.testing.assert_array_equal(big.predict(X), ref.predict(X))
+    # at most n / (2 n_clusters): 12 samples, 3 clusters -> 2; no warning below n
+    with pytest.warns(UserWarning, match="Using n_neighbors=2 "):
+        NTClustering(3, n_neighbors=12, n_components=64, random_state=0).fit(X[:12])
+    _quiet_fit(NTClustering(3, n_neighbors=11, n_components=64, random_state=0), X[:12])
+    # the objective rule does not use n_neighbors
+    _quiet_fit(NTClustering(3, n_neighbors=100, n_components=64, random_state=0,
+                            assign="objective", init="k-means++"), X)
+
+
+def test_partial_fit_clamps_n_neighbors_against_its_reference_chunk():
+    X, _ = make_blobs(60, 20, centers=3, random_state=0)
+    model = NTClustering(3, n_neighbors=40, n_components=64, random_state=0)
+    with pytest.warns(UserWarning, match="n_neighbors=40 is not below the 30 samples"):
+        model.partial_fit(X[:30])
+    assert model._fitted.params.n_neighbors == 5
+
+
+def test_nearly_complete_graph_warns_about_cost(monkeypatch):
+    """The rule (lists over a quarter of the samples, more than DENSE_ENTRIES entries) on a
+    small graph: the constant is lowered instead of timing a large one."""
+    monkeypatch.setattr(graph, "DENSE_ENTRIES", 1000)
+    X, _ = make_blobs(100, 20, centers=2, random_state=0)
+    with pytest.warns(UserWarning, match=r"n_neighbors=30: the k-NN graph lists 99 of the "
+                                         r"100 samples.*nearly complete graph, slow"):
+        graph.graph_partition(X, 2, n_neighbors=30, n_shared=0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        graph.graph_partition(X, 2, n_neighbors=5, n_shared=0, random_state=0)   # 20 < 25
+        monkeypatch.setattr(graph, "DENSE_ENTRIES", 10 ** 4)
+        graph.graph_partition(X, 2, n_neighbors=30, n_shared=0, random_state=0)  # 9900
