@@ -1,5 +1,6 @@
 """Warnings of ``fit`` that fire only when something is wrong, and say what the library did:
-``n_neighbors`` not below the number of samples, a nearly complete k-NN graph."""
+``n_neighbors`` not below the number of samples, a nearly complete k-NN graph, feature
+scales."""
 import warnings
 
 import numpy as np
@@ -58,3 +59,42 @@ def test_nearly_complete_graph_warns_about_cost(monkeypatch):
         graph.graph_partition(X, 2, n_neighbors=5, n_shared=0, random_state=0)   # 20 < 25
         monkeypatch.setattr(graph, "DENSE_ENTRIES", 10 ** 4)
         graph.graph_partition(X, 2, n_neighbors=30, n_shared=0, random_state=0)  # 9900
+
+
+def _units():
+    """Three clusters in 5 features of very different units (as in test_preprocessing.py)."""
+    rng = np.random.default_rng(3)
+    y = np.repeat([0, 1, 2], 20)
+    Z = 3.0 * rng.standard_normal((3, 5))[y] + rng.standard_normal((60, 5))
+    return Z * np.array([1e-3, 1.0, 50.0, 2e3, 0.2]), y
+
+
+def test_no_scale_warning_where_the_graph_standardises():
+    """The graph rule weights the features itself (representation='auto'): the same
+    clustering as scaling='standard', no advice to pass it; the objective rule still warns."""
+    X, y = _units()
+    model = _quiet_fit(NTClustering(3, n_components=20, random_state=0), X)
+    assert adjusted_rand_score(y, model.labels_) == 1.0
+    with pytest.warns(UserWarning, match=r"ratio \d+\); the largest features dominate.*only "
+                                         r"assign='graph' with representation='auto'"):
+        NTClustering(3, n_components=20, random_state=0, assign="objective",
+                     init="k-means++").fit(X)
+    with pytest.warns(UserWarning, match="orders of magnitude"):
+        NTClustering(3, n_components=20, random_state=0, representation="as-is").fit(X)
+
+
+@pytest.mark.parametrize("factor", [1e300, 1e-300])
+def test_extreme_feature_scales_warn_and_standard_fixes_them(factor):
+    """A 1e300 ratio between feature scales: the small features count as constant (for the
+    graph's weights too): a warning at every setting but scaling='standard', which clusters
+    them (its standard deviations neither overflow nor underflow)."""
+    X, y = make_blobs(300, 6, centers=3, random_state=0)
+    X[:, 5] *= factor            # 1e300: feature 5 dwarfs the others; 1e-300: it is lost
+    small = [5] if factor < 1 else [0, 1, 2, 3, 4]
+    kw = dict(n_components=24, random_state=0)
+    with pytest.warns(UserWarning, match=rf"{len(small)} feature\(s\) vary by less than 1e-12 "
+                                         rf"of the largest.*feature {small[0]}.*count as "
+                                         r"constant.*Pass scaling='standard'"):
+        NTClustering(3, **kw).fit(X)
+    model = _quiet_fit(NTClustering(3, scaling="standard", **kw), X)
+    assert adjusted_rand_score(y, model.labels_) == 1.0     # 0.62 with the defaults

@@ -108,16 +108,27 @@ def auto_components(n_features):
     return int(max(n_features, AUTO_COMPONENTS))
 
 
+def _feature_std(X):
+    """Per-feature maximum of ``|X|`` and standard deviation (float64), the latter from the
+    columns divided by the former: no overflow or underflow at 1e300 or 1e-300."""
+    top = np.max(np.abs(X), axis=0).astype(np.float64)
+    unit = np.where(top > 0, top, 1.0)
+    return top, unit * np.std(X / unit, axis=0, dtype=np.float64)
+
+
 def _standard_scaler(X):
     """Per-feature mean and 1 / standard deviation (float64; 1 for constant features)."""
     mean = np.mean(X, axis=0, dtype=np.float64)
-    std = np.sqrt(np.mean(np.square(X - mean, dtype=np.float64), axis=0))
-    tiny = std <= 1e-12 * np.maximum(np.max(np.abs(X), axis=0), 1e-300)
+    top, std = _feature_std(X)
+    tiny = std <= 1e-12 * np.maximum(top, 1e-300)
     return mean, np.where(tiny, 1.0, 1.0 / np.where(tiny, 1.0, std))
 
 
-def _warn_feature_scales(X):
-    """Warn when the feature standard deviations differ by orders of magnitude.
+def _warn_feature_scales(X, standardised):
+    """Warn when the feature standard deviations differ by orders of magnitude and nothing
+    in the fit standardises them (``standardised``: the graph rule's ``representation=
+    "auto"`` does), or at any setting when some vary by less than 1e-12 of the largest one
+    (a ratio over 1e12: they count as constant, for the graph's weights too).
 
     The ratio is the largest standard deviation over the median one of the non-constant
     features: 2.2 on iris, 1.5 on digits and COIL-20, at most 2.1 on the paper's images, 388
@@ -125,19 +136,29 @@ def _warn_feature_scales(X):
     """
     if X.shape[0] < 2 or X.shape[1] < 2:
         return
-    std = np.std(X, axis=0, dtype=np.float64)
-    live = std[std > 1e-12 * max(float(np.max(np.abs(X))), 1e-300)]
-    if live.size < 2:
+    top, std = _feature_std(X)
+    live = std > 1e-12 * top
+    if np.count_nonzero(live) < 2:
         return
-    ratio = float(np.max(live) / np.median(live))
-    if ratio > SCALE_WARNING_RATIO:
-        j = int(np.argmax(std))
+    j, med = int(np.argmax(std)), float(np.median(std[live]))
+    lost = np.flatnonzero(live & (std <= 1e-12 * std[j]))
+    fix = ("Pass scaling='standard' (every feature standardised on its own first; --scaling "
+           "standard) or scale the features first, e.g. with sklearn.preprocessing."
+           "StandardScaler")
+    if lost.size:
+        warnings.warn(
+            f"X: {lost.size} feature(s) vary by less than 1e-12 of the largest standard "
+            f"deviation (feature {lost[0]}: {std[lost[0]]:.3g}; feature {j}: {std[j]:.3g}): "
+            "they count as constant and take no part in the clustering, the graph's per-feature "
+            f"weights (representation='auto') included. {fix}", UserWarning,
+            stacklevel=user_stacklevel())
+    elif std[j] > SCALE_WARNING_RATIO * med and not standardised:
         warnings.warn(
             f"X: the feature scales differ by orders of magnitude (standard deviation of "
-            f"feature {j}: {std[j]:.3g}, median {np.median(live):.3g}, ratio {ratio:.0f}); "
-            "the largest features dominate the clustering. Pass scaling='standard' (per "
-            "feature; --scaling standard) or scale the features first, e.g. with "
-            "sklearn.preprocessing.StandardScaler", UserWarning, stacklevel=user_stacklevel())
+            f"feature {j}: {std[j]:.3g}, median {med:.3g}, ratio {std[j] / med:.0f}); the "
+            "largest features dominate the clustering (only assign='graph' with "
+            f"representation='auto' weights them). {fix}", UserWarning,
+            stacklevel=user_stacklevel())
 
 
 def _graph_neighbors(p, n):
@@ -308,7 +329,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         deviation (learned in ``fit``: ``feature_mean_``, ``feature_scale_``; constant features
         are only centred), as scikit-learn's ``StandardScaler``, then applies ``"rms"``. ``fit``
         warns when the feature standard deviations differ by more than a factor 100 (largest
-        over median) and ``scaling`` is not ``"standard"``. ``"none"`` (or ``None``) uses the
+        over median) and nothing standardises them (``"standard"``; ``assign="graph"`` with
+        ``representation="auto"`` weights them), and when some vary by less than 1e-12 of the
+        largest (they then count as constant). ``"none"`` (or ``None``) uses the
         data as given (the paper's literal setting when the images are already normalised).
         ``"standard"`` is not supported by ``fit(X, chunk_size=...)`` and the Dask estimator.
     random_state : int, RandomState instance or None, default None
@@ -482,7 +505,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         after the warning about feature scales when ``learn``."""
         if self._scaling_mode() != "standard":
             if learn:
-                _warn_feature_scales(X)
+                _warn_feature_scales(X, self.assign == "graph" and self.representation == "auto")
             return X, {}
         if learn:
             mean, scale = _standard_scaler(X)
