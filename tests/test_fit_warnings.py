@@ -34,8 +34,11 @@ def test_n_neighbors_not_below_n_is_clamped_with_a_warning(n_features):
         NTClustering(3, n_neighbors=12, n_components=64, random_state=0).fit(X[:12])
     _quiet_fit(NTClustering(3, n_neighbors=11, n_components=64, random_state=0), X[:12])
     # the objective rule does not use n_neighbors
-    _quiet_fit(NTClustering(3, n_neighbors=100, n_components=64, random_state=0,
-                            assign="objective", init="k-means++"), X)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        NTClustering(3, n_neighbors=100, n_components=64, random_state=0, assign="objective",
+                     init="k-means++").fit(X)
+    assert not [w for w in rec if "n_neighbors" in str(w.message)]
 
 
 def test_partial_fit_clamps_n_neighbors_against_its_reference_chunk():
@@ -98,3 +101,17 @@ def test_extreme_feature_scales_warn_and_standard_fixes_them(factor):
         NTClustering(3, **kw).fit(X)
     model = _quiet_fit(NTClustering(3, scaling="standard", **kw), X)
     assert adjusted_rand_score(y, model.labels_) == 1.0     # 0.62 with the defaults
+
+
+@pytest.mark.parametrize("kw", [{}, dict(assign="objective", init="k-means++", max_iter=5),
+                                dict(chunk_size=7)])
+def test_empty_clusters_on_duplicated_rows_warn(kw):
+    X = np.repeat(np.random.default_rng(0).standard_normal((3, 20)), 10, axis=0)
+    chunk = {k: kw.pop(k) for k in list(kw) if k == "chunk_size"}
+    model = NTClustering(5, n_components=32, random_state=0, **kw)
+    with pytest.warns(RuntimeWarning, match=r"2 of the n_clusters=5 clusters are empty \(the "
+                                            r"others hold 10 to 10 of the 30 samples\): X has "
+                                            r"only 3 distinct rows.*Lower n_clusters \(to 3"):
+        model.fit(X, **chunk)
+    assert np.count_nonzero(np.bincount(model.labels_, minlength=5)) == 3
+    _quiet_fit(NTClustering(3, n_components=32, random_state=0, **kw), X)

@@ -176,6 +176,23 @@ def _graph_neighbors(p, n):
     return replace(p, n_neighbors=k)
 
 
+def _warn_empty_clusters(src, labels, C):
+    """Warn when clusters of the fit are empty, with the number of distinct rows of the
+    source ``src`` (one hash pass) when it is below ``C``: the likely cause."""
+    sizes = np.bincount(labels, minlength=C)
+    empty = int(np.count_nonzero(sizes == 0))
+    if not empty:
+        return
+    nd = np.unique(np.concatenate(src.map(passes.pass_row_hashes))).size
+    cause = (f"X has only {nd} distinct rows (duplicated rows): at most {nd} clusters can "
+             "hold samples" if nd < C else "the data may hold fewer groups than n_clusters, or the "
+             "fit stopped early (max_iter)")
+    warnings.warn(f"{empty} of the n_clusters={C} clusters are empty (the others hold "
+                  f"{sizes[sizes > 0].min()} to {sizes.max()} of the {labels.size} samples): "
+                  f"{cause}. Lower n_clusters (to {min(nd, C - empty)} or fewer)", RuntimeWarning,
+                  stacklevel=user_stacklevel())
+
+
 @contextmanager
 def _numba_threads(n_jobs):
     """Map ``n_jobs`` to numba's thread count and restore it afterwards."""
@@ -630,6 +647,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             attrs.setdefault("initial_labels_", self.initial_labels_)
         attrs.update(stats or {})
         self._set_fitted(attrs, fitted, checked, src)
+        _warn_empty_clusters(src, attrs["labels_"], p.n_clusters)
+
         if state.interrupted:
             warnings.warn(f"fit interrupted: keeping iteration {state.n_iter}", RuntimeWarning,
                           stacklevel=user_stacklevel())
