@@ -126,9 +126,8 @@ def _standard_scaler(X):
 
 def _warn_feature_scales(X, standardised):
     """Warn when the feature standard deviations differ by orders of magnitude and nothing
-    in the fit standardises them (``standardised``: the graph rule's ``representation=
-    "auto"`` does), or at any setting when some vary by less than 1e-12 of the largest one
-    (a ratio over 1e12: they count as constant, for the graph's weights too).
+    standardises them (``standardised``: the graph rule's ``representation="auto"``), or
+    when some vary by less than 1e-12 of the largest (they count as constant, for all rules).
 
     The ratio is the largest standard deviation over the median one of the non-constant
     features: 2.2 on iris, 1.5 on digits and COIL-20, at most 2.1 on the paper's images, 388
@@ -163,8 +162,7 @@ def _warn_feature_scales(X, standardised):
 
 def _graph_neighbors(p, n):
     """``p`` with ``n_neighbors`` below the ``n`` rows the graph partitions (with a warning):
-    ``min(5, n // (2 n_clusters))``, at least 1. A k-NN graph of ``k >= n - 1`` is complete
-    (3 blobs of 20 samples in 3 features: ARI -0.01, n_neighbors=5: 0.9)."""
+    ``min(5, n // (2 n_clusters))``, at least 1 (a complete graph: 3 blobs of 20, ARI -0.01)."""
     if "graph" not in (p.rule, p.init) or p.n_neighbors < n:
         return p
     k = max(1, min(5, n // (2 * p.n_clusters)))
@@ -356,7 +354,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     n_jobs : int or None, default None
         Numba threads during fit/predict (-1: all); restored afterwards.
     verbose : int, default 0
-        Print one line per iteration (objective, change, elapsed, ETA) on stderr.
+        On stderr: 1, one line per phase with its time, per iteration (objective, change,
+        elapsed, ETA) and a total, numba's first-call compilation timed apart; 2, also the
+        graph partition's internals.
     warm_start : bool, default False
         Continue from the previous fit's parameters and iteration count (``max_iter`` counts
         all iterations): a fit split into pieces equals an uninterrupted fit.
@@ -573,8 +573,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         Returns
         -------
         self : NTClustering
-            The fitted estimator. If the fit is interrupted (KeyboardInterrupt) during the
-            iterations, the estimator keeps the last complete iteration (with a
+            The fitted estimator. If the fit is interrupted (KeyboardInterrupt) during or
+            after the iterations, the estimator keeps the last complete iteration (with a
             RuntimeWarning) and the interrupt is raised again. A refit that raises otherwise
             (bad input, MemoryError, an interrupt before the first iteration) leaves the
             previous fitted state exactly as it was.
@@ -625,7 +625,6 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         if src.n < p.n_clusters:
             raise ValueError(f"X: n_samples={src.n} should be >= n_clusters={p.n_clusters}")
         p = _graph_neighbors(p, min(src.n, loop.REFERENCE_SIZE))
-
         if warm and src.N != self.n_features_in_:
             raise ValueError(f"X: has {src.N} features, but the fitted model (warm_start=True) "
                              f"has {self.n_features_in_}")
@@ -633,27 +632,40 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         seed = check_random_state(self.random_state).randint(_INT32_MAX)
         # every BLAS call of the fit (X A^T, the graph) under the fit's BLAS thread policy
         # (also: the same BLAS calls whatever another thread's fit does meanwhile)
-        with _numba_threads(self.n_jobs), loop.blas_context():
+        say = loop.Report(self.verbose)
+        with say, _numba_threads(self.n_jobs), loop.blas_context():
+            say(f"fit: {src.n} samples x {src.N} features, {p.n_clusters} clusters")
             src.set_scale(self.scale_ if warm else loop.rms_scale(src, self._scaling_mode()))
             w = None
             if warm:
                 w = (self._fitted.state, np.random.RandomState())
                 w[1].set_state(self._fitted.rng_state)
-            state, rng, ctx = loop.fit(src, p, seeds=seeds, seed=seed, warm=w,
-                                       verbose=self.verbose, callback=callback)
-            attrs, fitted = loop.fitted_attributes(ctx, state, rng, p, seed)
-            attrs = self._with_training_scores(src, attrs, fitted)
+            state, rng, ctx = loop.fit(src, p, seeds=seeds, seed=seed, warm=w, verbose=say,
+                                       callback=callback)
+            try:
+                with say.phase("labels and training scores"):
+                    attrs, fitted = self._assemble(src, ctx, state, rng, p, seed)
+            except KeyboardInterrupt:  # keep the complete iterate: assemble it again
+                state.interrupted = True
+                say(f"interrupted: assembling iteration {state.n_iter} (interrupt again to "
+                    "discard the fit)")
+                attrs, fitted = self._assemble(src, ctx, state, rng, p, seed)
+        say.total()
         if warm and hasattr(self, "initial_labels_"):  # a continued fit keeps its start
             attrs.setdefault("initial_labels_", self.initial_labels_)
         attrs.update(stats or {})
         self._set_fitted(attrs, fitted, checked, src)
         _warn_empty_clusters(src, attrs["labels_"], p.n_clusters)
-
         if state.interrupted:
             warnings.warn(f"fit interrupted: keeping iteration {state.n_iter}", RuntimeWarning,
                           stacklevel=user_stacklevel())
             raise KeyboardInterrupt
         return self
+
+    def _assemble(self, src, ctx, state, rng, p, seed):
+        """``(attrs, fitted)`` of the iterate ``state``, training scores included."""
+        attrs, fitted = loop.fitted_attributes(ctx, state, rng, p, seed)
+        return self._with_training_scores(src, attrs, fitted), fitted
 
     def _set_fitted(self, attrs, fitted, checked=None, src=None):
         """Replace the fitted state by ``attrs`` and ``fitted`` (and the input checks'
@@ -749,7 +761,6 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         p = _graph_neighbors(p, X.shape[0] if ref is None else ref[0].shape[0])
         with _numba_threads(self.n_jobs), loop.blas_context():
             src.set_scale(stream["scale"])
-
             attrs, fitted, stream = loop.partial(src, state, rng, p, stream, forget, seed,
                                                  verbose=self.verbose)
             attrs = self._with_training_scores(src, attrs, fitted, stream["ref"][0] is src.X

@@ -83,8 +83,8 @@ EXACT_MAX = 20000
 #: similarity products per block of the exact search (float32 elements, per thread)
 _BLOCK_ELEMENTS = 1 << 22
 
-#: the graph partition warns about cost above this many neighbour-list entries covering more
-#: than a quarter of the samples (2000 samples, n_neighbors=200: 42 s against 1.7 s at 5)
+#: a warning about cost above this many neighbour-list entries covering over a quarter of the
+#: samples (2000 samples, n_neighbors=200: 42 s against 1.7 s at 5)
 DENSE_ENTRIES = 10 ** 6
 _ROWS = 512  # rows per block of the n x N updates (remove_shared)
 
