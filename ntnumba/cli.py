@@ -354,7 +354,7 @@ def cmd_fit(args):
     interrupted = _fit_keeping_interrupt(model, X)
     elapsed = time.perf_counter() - t0
     if interrupted and getattr(model, "n_iter_", 0) == 0:
-        _status("interrupted before the first iteration completed: nothing written")
+        _status("interrupted before the fit kept a completed iteration: nothing written")
         return 130
     model.save(out)
     write_labels(labels_path, model.labels_)
@@ -380,7 +380,9 @@ def cmd_predict(args):
         _check_output(args.out, "--out", _LABEL_EXT)
     model = load(args.model)
     X, _ = _load_data(args, quiet=True)
-    labels = model.set_params(n_jobs=args.n_jobs).predict(X, reject=args.reject)
+    from .engine.loop import Report
+    with Report(1):   # says so when the kernels compile (first call)
+        labels = model.set_params(n_jobs=args.n_jobs).predict(X, reject=args.reject)
     if args.out:
         write_labels(args.out, labels)
         rejected = f", {int(np.sum(labels == -1))} rejected (-1)" if args.reject else ""
@@ -460,7 +462,7 @@ def cmd_demo(args):
     t_nt = time.perf_counter() - t
     if interrupted:
         if getattr(model, "n_iter_", 0) == 0:
-            _status("interrupted")
+            _status("interrupted before the fit kept a completed iteration")
             return 130
         _status(f"interrupted: showing iteration {model.n_iter_}")
 

@@ -1,6 +1,7 @@
 """NTClustering: the scikit-learn style estimator over the kernels and the driver."""
 import warnings
 from contextlib import contextmanager
+from dataclasses import replace
 from numbers import Integral, Real
 
 import numba
@@ -124,16 +125,26 @@ def auto_components(n_features):
     return int(max(n_features, AUTO_COMPONENTS))
 
 
+def _feature_std(X):
+    """Per-feature maximum of ``|X|`` and standard deviation (float64), the latter from the
+    columns divided by the former: no overflow or underflow at 1e300 or 1e-300."""
+    top = np.max(np.abs(X), axis=0).astype(np.float64)
+    unit = np.where(top > 0, top, 1.0)
+    return top, unit * np.std(X / unit, axis=0, dtype=np.float64)
+
+
 def _standard_scaler(X):
     """Per-feature mean and 1 / standard deviation (float64; 1 for constant features)."""
     mean = np.mean(X, axis=0, dtype=np.float64)
-    std = np.sqrt(np.mean(np.square(X - mean, dtype=np.float64), axis=0))
-    tiny = std <= 1e-12 * np.maximum(np.max(np.abs(X), axis=0), 1e-300)
+    top, std = _feature_std(X)
+    tiny = std <= 1e-12 * np.maximum(top, 1e-300)
     return mean, np.where(tiny, 1.0, 1.0 / np.where(tiny, 1.0, std))
 
 
-def _warn_feature_scales(X):
-    """Warn when the feature standard deviations differ by orders of magnitude.
+def _warn_feature_scales(X, standardised):
+    """Warn when the feature standard deviations differ by orders of magnitude and nothing
+    standardises them (``standardised``: the graph rule's ``representation="auto"``), or
+    when some vary by less than 1e-12 of the largest (they count as constant, for all rules).
 
     The ratio is the largest standard deviation over the median one of the non-constant
     features: 2.2 on iris, 1.5 on digits and COIL-20, at most 2.1 on the paper's images, 388
@@ -141,19 +152,60 @@ def _warn_feature_scales(X):
     """
     if X.shape[0] < 2 or X.shape[1] < 2:
         return
-    std = np.std(X, axis=0, dtype=np.float64)
-    live = std[std > 1e-12 * max(float(np.max(np.abs(X))), 1e-300)]
-    if live.size < 2:
+    top, std = _feature_std(X)
+    live = std > 1e-12 * top
+    if np.count_nonzero(live) < 2:
         return
-    ratio = float(np.max(live) / np.median(live))
-    if ratio > SCALE_WARNING_RATIO:
-        j = int(np.argmax(std))
+    j, med = int(np.argmax(std)), float(np.median(std[live]))
+    lost = np.flatnonzero(live & (std <= 1e-12 * std[j]))
+    fix = ("Pass scaling='standard' (every feature standardised on its own first; --scaling "
+           "standard) or scale the features first, e.g. with sklearn.preprocessing."
+           "StandardScaler")
+    if lost.size:
+        warnings.warn(
+            f"X: {lost.size} feature(s) vary by less than 1e-12 of the largest standard "
+            f"deviation (feature {lost[0]}: {std[lost[0]]:.3g}; feature {j}: {std[j]:.3g}): "
+            "they count as constant and take no part in the clustering, the graph's per-feature "
+            f"weights (representation='auto') included. {fix}", UserWarning,
+            stacklevel=user_stacklevel())
+    elif std[j] > SCALE_WARNING_RATIO * med and not standardised:
         warnings.warn(
             f"X: the feature scales differ by orders of magnitude (standard deviation of "
-            f"feature {j}: {std[j]:.3g}, median {np.median(live):.3g}, ratio {ratio:.0f}); "
-            "the largest features dominate the clustering. Pass scaling='standard' (per "
-            "feature; --scaling standard) or scale the features first, e.g. with "
-            "sklearn.preprocessing.StandardScaler", UserWarning, stacklevel=user_stacklevel())
+            f"feature {j}: {std[j]:.3g}, median {med:.3g}, ratio {std[j] / med:.0f}); the "
+            "largest features dominate the clustering (only assign='graph' with "
+            f"representation='auto' weights them). {fix}", UserWarning,
+            stacklevel=user_stacklevel())
+
+
+def _graph_neighbors(p, n):
+    """``p`` with ``n_neighbors`` below the ``n`` rows the graph partitions (with a warning):
+    ``min(5, n // (2 n_clusters))``, at least 1 (a complete graph: 3 blobs of 20, ARI -0.01)."""
+    if "graph" not in (p.rule, p.init) or p.n_neighbors < n:
+        return p
+    k = max(1, min(5, n // (2 * p.n_clusters)))
+    warnings.warn(f"n_neighbors={p.n_neighbors} is not below the {n} samples the graph "
+                  "partitions: its k-NN graph would join every sample to every other and show "
+                  f"no clusters. Using n_neighbors={k} (the default 5, at most n_samples / "
+                  f"(2 n_clusters)); pass n_neighbors < {n} to choose", UserWarning,
+                  stacklevel=user_stacklevel())
+    return replace(p, n_neighbors=k)
+
+
+def _warn_empty_clusters(src, labels, C):
+    """Warn when clusters of the fit are empty, with the number of distinct rows of the
+    source ``src`` (one hash pass) when it is below ``C``: the likely cause."""
+    sizes = np.bincount(labels, minlength=C)
+    empty = int(np.count_nonzero(sizes == 0))
+    if not empty:
+        return
+    nd = np.unique(np.concatenate(src.map(passes.pass_row_hashes))).size
+    cause = (f"X has only {nd} distinct rows (duplicated rows): at most {nd} clusters can "
+             "hold samples" if nd < C else "the data may hold fewer groups than n_clusters, or the "
+             "fit stopped early (max_iter)")
+    warnings.warn(f"{empty} of the n_clusters={C} clusters are empty (the others hold "
+                  f"{sizes[sizes > 0].min()} to {sizes.max()} of the {labels.size} samples): "
+                  f"{cause}. Lower n_clusters (to {min(nd, C - empty)} or fewer)", RuntimeWarning,
+                  stacklevel=user_stacklevel())
 
 
 @contextmanager
@@ -312,7 +364,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         deviation (learned in ``fit``: ``feature_mean_``, ``feature_scale_``; constant features
         are only centred), as scikit-learn's ``StandardScaler``, then applies ``"rms"``. ``fit``
         warns when the feature standard deviations differ by more than a factor 100 (largest
-        over median) and ``scaling`` is not ``"standard"``. ``"none"`` (or ``None``) uses the
+        over median) and nothing standardises them (``"standard"``; ``assign="graph"`` with
+        ``representation="auto"`` weights them), and when some vary by less than 1e-12 of the
+        largest (they then count as constant). ``"none"`` (or ``None``) uses the
         data as given (the paper's literal setting when the images are already normalised).
         ``"standard"`` is not supported by ``fit(X, chunk_size=...)`` and the Dask estimator.
     random_state : int, RandomState instance or None, default None
@@ -320,7 +374,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     n_jobs : int or None, default None
         Numba threads during fit/predict (-1: all); restored afterwards.
     verbose : int, default 0
-        Print one line per iteration (objective, change, elapsed, ETA) on stderr.
+        On stderr: 1, one line per phase with its time, per iteration (objective, change,
+        elapsed, ETA) and a total, numba's first-call compilation timed apart; 2, also the
+        graph partition's internals.
     warm_start : bool, default False
         Continue from the previous fit's parameters and iteration count (``max_iter`` counts
         all iterations): a fit split into pieces equals an uninterrupted fit.
@@ -498,7 +554,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         after the warning about feature scales when ``learn``."""
         if self._scaling_mode() != "standard":
             if learn:
-                _warn_feature_scales(X)
+                _warn_feature_scales(X, self.assign == "graph" and self.representation == "auto")
             return X, {}
         if learn:
             mean, scale = _standard_scaler(X)
@@ -549,8 +605,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         Returns
         -------
         self : NTClustering
-            The fitted estimator. If the fit is interrupted (KeyboardInterrupt) during the
-            iterations, the estimator keeps the last complete iteration (with a
+            The fitted estimator. If the fit is interrupted (KeyboardInterrupt) during or
+            after the iterations, the estimator keeps the last complete iteration (with a
             RuntimeWarning) and the interrupt is raised again. A refit that raises otherwise
             (bad input, MemoryError, an interrupt before the first iteration) leaves the
             previous fitted state exactly as it was.
@@ -600,6 +656,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                              "standard deviations from one pass) and use scaling='rms'")
         if src.n < p.n_clusters:
             raise ValueError(f"X: n_samples={src.n} should be >= n_clusters={p.n_clusters}")
+        p = _graph_neighbors(p, min(src.n, loop.REFERENCE_SIZE))
         if warm and src.N != self.n_features_in_:
             raise ValueError(f"X: has {src.N} features, but the fitted model (warm_start=True) "
                              f"has {self.n_features_in_}")
@@ -607,25 +664,40 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         seed = check_random_state(self.random_state).randint(_INT32_MAX)
         # every BLAS call of the fit (X A^T, the graph) under the fit's BLAS thread policy
         # (also: the same BLAS calls whatever another thread's fit does meanwhile)
-        with _numba_threads(self.n_jobs), loop.blas_context():
+        say = loop.Report(self.verbose)
+        with say, _numba_threads(self.n_jobs), loop.blas_context():
+            say(f"fit: {src.n} samples x {src.N} features, {p.n_clusters} clusters")
             src.set_scale(self.scale_ if warm else loop.rms_scale(src, self._scaling_mode()))
             w = None
             if warm:
                 w = (self._fitted.state, np.random.RandomState())
                 w[1].set_state(self._fitted.rng_state)
-            state, rng, ctx = loop.fit(src, p, seeds=seeds, seed=seed, warm=w,
-                                       verbose=self.verbose, callback=callback)
-            attrs, fitted = loop.fitted_attributes(ctx, state, rng, p, seed)
-            attrs = self._with_training_scores(src, attrs, fitted)
+            state, rng, ctx = loop.fit(src, p, seeds=seeds, seed=seed, warm=w, verbose=say,
+                                       callback=callback)
+            try:
+                with say.phase("labels and training scores"):
+                    attrs, fitted = self._assemble(src, ctx, state, rng, p, seed)
+            except KeyboardInterrupt:  # keep the complete iterate: assemble it again
+                state.interrupted = True
+                say(f"interrupted: assembling iteration {state.n_iter} (interrupt again to "
+                    "discard the fit)")
+                attrs, fitted = self._assemble(src, ctx, state, rng, p, seed)
+        say.total()
         if warm and hasattr(self, "initial_labels_"):  # a continued fit keeps its start
             attrs.setdefault("initial_labels_", self.initial_labels_)
         attrs.update(stats or {})
         self._set_fitted(attrs, fitted, checked, src)
+        _warn_empty_clusters(src, attrs["labels_"], p.n_clusters)
         if state.interrupted:
             warnings.warn(f"fit interrupted: keeping iteration {state.n_iter}", RuntimeWarning,
                           stacklevel=user_stacklevel())
             raise KeyboardInterrupt
         return self
+
+    def _assemble(self, src, ctx, state, rng, p, seed):
+        """``(attrs, fitted)`` of the iterate ``state``, training scores included."""
+        attrs, fitted = loop.fitted_attributes(ctx, state, rng, p, seed)
+        return self._with_training_scores(src, attrs, fitted), fitted
 
     def _set_fitted(self, attrs, fitted, checked=None, src=None):
         """Replace the fitted state by ``attrs`` and ``fitted`` (and the input checks'
@@ -717,6 +789,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             rng = np.random.RandomState(check_random_state(self.random_state).randint(_INT32_MAX))
             stream = {"theta": None, "transform": None, "ref": None,
                       "scale": loop.rms_scale(src, self._scaling_mode())}
+        ref = stream["ref"]
+        p = _graph_neighbors(p, X.shape[0] if ref is None else ref[0].shape[0])
         with _numba_threads(self.n_jobs), loop.blas_context():
             src.set_scale(stream["scale"])
             attrs, fitted, stream = loop.partial(src, state, rng, p, stream, forget, seed,
