@@ -253,6 +253,43 @@ PARAMETER_CONSTRAINTS = {
 }
 
 
+#: settings that change nothing the estimator returns given the others: name -> (when, why);
+#: ``fit`` warns when one of them is set to other than its default there
+_NOT_LEARNED = (lambda v: not v["learn_transform"], "A is not learned (learn_transform=False)")
+NO_EFFECT = {
+    "tol": (lambda v: v["max_iter"] == 1, "max_iter=1 stops after one iteration"),
+    "online_rate": (lambda v: v["online_fraction"] is None or not v["learn_transform"],
+                    "it weights the online update of A (online_fraction, learn_transform)"),
+    **{name: _NOT_LEARNED for name in ("n_components", "online_fraction", "lambda2", "lambda3",
+                                       "lambda4")},
+}
+
+
+def warn_no_effect(params):
+    """Warn (``UserWarning``) about every parameter of ``params`` (``get_params()``) set to
+    other than its default where it changes nothing the estimator returns (:data:`NO_EFFECT`).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from ntnumba import NTClustering
+    >>> from ntnumba.estimators.clustering import warn_no_effect
+    >>> with warnings.catch_warnings(record=True) as w:
+    ...     warnings.simplefilter("always")
+    ...     warn_no_effect(NTClustering(3, tol=0.1).get_params())
+    >>> str(w[0].message)
+    'tol=0.1 has no effect: max_iter=1 stops after one iteration'
+    """
+    import inspect
+    defaults = inspect.signature(NTClustering).parameters
+    for name, (when, why) in NO_EFFECT.items():
+        value = params[name]
+        default = defaults[name].default
+        if when(params) and not (value is default or value == default):
+            warnings.warn(f"{name}={value!r} has no effect: {why}", UserWarning,
+                          stacklevel=user_stacklevel())
+
+
 class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin,
                    BaseEstimator):
     """Clustering with jointly learned nonlinear transforms (Kostadinov et al., 2019).
@@ -650,6 +687,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             raise TypeError(f"warm_start: expected a bool, got {self.warm_start!r}")
         warm = self.warm_start and hasattr(self, "_fitted")
         p = self._params(src.N)
+        warn_no_effect(self.get_params())
         if self._scaling_mode() == "standard" and not getattr(src, "standardised", False):
             raise ValueError("scaling: 'standard' is not supported by the chunked and Dask "
                              "fits; standardise the features first (e.g. per-feature means and "
