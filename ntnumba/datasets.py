@@ -47,12 +47,8 @@ _COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zip": "zip"}
 # Resampling and normalisation
 # ----------------------------------------------------------------------------------------------
 def _area_matrix(n_in, n_out):
-    """(n_out, n_in) area-averaging weights; rows sum to 1, exact rational overlaps.
-
-    Output pixel i covers [i n_in/n_out, (i+1) n_in/n_out) in input pixel units. Scaling every
-    coordinate by n_out makes all interval ends integers: input pixel j covers
-    [j n_out, (j+1) n_out) and output pixel i covers [i n_in, (i+1) n_in).
-    """
+    """(n_out, n_in) area-averaging weights; rows sum to 1. Coordinates scaled by n_out make the
+    overlaps exact integers: input pixel j covers [j n_out, (j+1) n_out), output i [i n_in, ...)."""
     i = np.arange(n_out)[:, None]
     j = np.arange(n_in)[None, :]
     lo = np.maximum(i * n_in, j * n_out)

@@ -1,21 +1,12 @@
 """The driver: Stage 1 (assignment), Stage 2 (theta), Stage 3 (A), repeated, over row blocks.
 
-One loop for every fit, in the spirit of scikit-learn's ``_kmeans_single_lloyd``: the compiled
-kernels do one stage each; this module initialises, alternates, records the full objective of
-the learning problem, checks convergence, runs the ``n_init`` restarts or continues a fit
-(``warm_start``), calls the callback, prints progress with an ETA, keeps the last complete
-iterate when interrupted, and assembles the fitted state. It does so over a *row-block
-source* (:mod:`ntnumba.engine.sources`): all of ``X`` in memory as one block (``fit(X)``,
-``partial_fit``), blocks read from a memmap or any sliceable reader (``fit(X, chunk_size=...)``)
-or dask blocks on workers (:mod:`ntnumba.dask`). Every iteration is a few maps of the passes of
-:mod:`ntnumba.engine.passes` over the blocks and a reduction of their sums: Stage 1 per block with
-its Stage-2 sums, Stage 2 solved from the sums (:func:`ntnumba.model.theta.solve_theta`; its nu
-steps make passes over the members' ``y``), the Stage-3 sums, the objective. ``partial_fit``
-is the same iteration on running sums with a forgetting factor.
-
-In memory the one block keeps ``Y`` and ``Q = X A^T`` of the current ``A`` between passes and
-iterations (nothing of ``X`` is copied), and ``X^T X`` and the Stage-3 workspace are computed
-once per fit, as before this driver served every path.
+One loop for every fit (as scikit-learn's ``_kmeans_single_lloyd``): initialise, alternate,
+record the full objective, check convergence, run the ``n_init`` restarts or a ``warm_start``,
+call the callback, report progress, keep the last complete iterate when interrupted, assemble
+the fitted state. It runs over a *row-block source* (:mod:`ntnumba.engine.sources`: memory,
+chunked reader or dask workers); every iteration is a few maps of the passes of
+:mod:`ntnumba.engine.passes` over the blocks and a reduction of their sums. ``partial_fit`` is
+the same iteration on running sums with a forgetting factor.
 """
 import sys
 import time
@@ -71,15 +62,12 @@ class Params:
     # candidate numbers of shared principal directions removed (an int: that number)
     n_neighbors: int = 5
     n_shared: object = DEFAULT_SHARED
-    # what the graph's similarity needs from the data (ntnumba/partition/select.py): "auto" or
-    # "as-is"
+    # "auto" or "as-is" (ntnumba/partition/select.py)
     representation: str = "auto"
     max_iter: int = 100
     tol: float = 1e-4
-    # MM steps of Stage 3 per outer iteration, warm-started from the best of the current A and
-    # the approximate closed form. Each step is monotone, so a few per iteration still make the
-    # objective non-increasing; 1 step: objective within 4% of 30 steps after 5 iterations on
-    # COIL-20 at the paper's size, CA unchanged, ~20x less Stage-3 time (docs/performance.md).
+    # MM steps of Stage 3 per outer iteration (each monotone); 1 step: objective within 4% of
+    # 30 steps on COIL-20, CA unchanged, ~20x less Stage-3 time (docs/performance.md)
     transform_steps: int = 1
 
 
@@ -99,9 +87,8 @@ class State:
     # the partition the fit started from (initial_labels_): init="graph"'s, else the labels of
     # the first iteration's Stage 1; None on a warm start
     initial_labels: np.ndarray = None
-    # assign="graph": {"n_shared": r, "graph_cut": cut, "ref_rows": rows of the reference set
-    # (None: all)} of the partition in ``labels`` (kept fixed over the iterations, see
-    # ntnumba/partition/graph.py); None otherwise
+    # assign="graph": {"n_shared", "graph_cut", "ref_rows" (None: all)} of the fixed
+    # partition in ``labels``; None otherwise
     graph: dict = None
 
     def copy(self):
@@ -176,9 +163,8 @@ def rms_scale(src, scaling):
     """``scaling="rms"``: one factor s with mean(||s x||^2) = n_features; 1.0 for all-zero data
     or ``scaling=None``.
 
-    At most 2^(maxexp - 2) of the dtype (2^1022 for float64), so that ``s`` and ``s X`` stay
-    finite: data of subnormal size is scaled up that far only (it then thresholds to zero
-    codes) instead of turning into inf and NaN. From two passes over the source's blocks.
+    At most 2^(maxexp - 2) of the dtype, so that ``s`` and ``s X`` stay finite on subnormal
+    data. Two passes over the source's blocks.
     """
     if scaling is None:
         return 1.0

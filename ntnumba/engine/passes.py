@@ -222,9 +222,7 @@ def space_rows(X, space):
 class RowIndex:
     """The rows of ``ref`` sorted byte for byte (-0.0 as 0.0), once, for :func:`row_matches`.
 
-    Holds the sorted rows (a copy of ``ref`` as one opaque key per row) and their order; a
-    fit or a prediction makes one and searches it with every block (sorting 20,000 x 784
-    reference rows took 0.12 s, once per block before).
+    Made once per fit or prediction and searched with every block.
 
     Examples
     --------
@@ -270,9 +268,8 @@ def graph_vote(X, space, rows_ref, labels_ref, p, *, match=None, return_votes=Fa
     ``n_neighbors``. ``match`` (None or int array of shape (n,)): the reference row equal to
     each row (:func:`row_matches`; -1: none); such a row gets that reference row's label (the
     partition, not a vote) and the leave-one-out vote of the others (its score and shares).
-    Returns what :func:`ntnumba.partition.graph.knn_vote` returns (``return_votes``: as there).
-    The one vote of the fit (rows outside the reference sample, :func:`pass_vote`) and of
-    ``predict``.
+    Returns what :func:`ntnumba.partition.graph.knn_vote` returns; the one vote of the fit
+    (:func:`pass_vote`) and of ``predict``.
 
     Examples
     --------

@@ -1,15 +1,9 @@
 """Row blocks: where the rows of ``X`` live, and a map over them (see ``docs/scaling.md``).
 
 The driver (:mod:`ntnumba.engine.loop`) runs every fit over a *row-block source*:
-
-* :class:`MemoryBlocks`: all of ``X`` in memory as one block (``fit(X)``, ``partial_fit``);
-  nothing is copied, and the block's results (``Y`` of the iteration, ``Q = X A^T`` of the
-  current ``A``) stay in memory between the passes; when those would exceed ``MEMORY_BUDGET``
-  ``fit(X)`` runs over a :class:`LocalBackend` of ``X`` instead (:func:`memory_source`);
-* :class:`LocalBackend`: blocks of rows of any sliceable array (``numpy.memmap``, ``h5py`` or
-  ``zarr`` datasets) read one at a time (``fit(X, chunk_size=...)``); a block's ``Y`` is kept
-  in a temporary ``.npy`` file between the passes;
-* :class:`ntnumba.dask.DaskBackend`: blocks of a dask array held on the workers.
+:class:`MemoryBlocks` (all of ``X`` as one block, :func:`memory_source`), :class:`LocalBackend`
+(blocks of any sliceable array read one at a time, ``fit(X, chunk_size=...)``) or
+:class:`ntnumba.dask.DaskBackend` (blocks of a dask array held on the workers).
 
 A source has ``n``, ``N``, ``dtype``, ``bounds`` (the ``(start, stop)`` of each block) and
 ``scale``, computes ``max_abs()`` and ``mean_square(m)`` of the raw data (for ``scaling="rms"``),

@@ -39,14 +39,8 @@ def is_fitted_name(name):
 
 
 def cost_proba(scores):
-    """Soft assignment of the ``"objective"`` and ``"paper"`` rules from every candidate's score.
-
-    ``scores`` of shape (n, C, Cs) (the rule's score of every candidate, ``+inf`` for invalid
-    ones). With ``s_k`` the smallest score of cluster ``k``, ``p_k = exp(-s_k) / sum_j
-    exp(-s_j)``: a softmax at temperature 1, i.e. the score read as a negative log-likelihood
-    (for ``"objective"`` the per-sample cost of the learning problem). A sample whose candidates
-    are all invalid gets ``1/C`` everywhere.
-    """
+    """``predict_proba`` of the ``"objective"`` and ``"paper"`` rules (see there) from the
+    candidates' scores, shape (n, C, Cs), ``+inf`` for invalid ones: (n, C) float64."""
     s = np.asarray(scores, dtype=np.float64)
     s = s.reshape(s.shape[0], s.shape[1], -1).min(axis=2)
     best = s.min(axis=1, keepdims=True)
@@ -58,14 +52,8 @@ def cost_proba(scores):
 
 
 def set_training_scores(est, labels, outlier_scores, proba):
-    """The fitted soft scores of the training samples, set in one place for every fit.
-
-    ``outlier_scores_`` (the score ``predict(X, reject=...)`` thresholds, per training sample),
-    ``probabilities_`` (``proba[i, labels[i]]``, the soft score of the sample's own cluster,
-    from :meth:`NTClustering.predict_proba`'s definition) and ``reject_threshold_`` (graph
-    rule: the largest leave-one-out score of the reference set; otherwise Tukey's
-    far-out fence of them, see ``predict``).
-    """
+    """Set ``outlier_scores_``, ``probabilities_`` and ``reject_threshold_`` (see
+    :class:`NTClustering`) of the training samples, for every fit."""
     outlier_scores = np.asarray(outlier_scores, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.int64)
     est.outlier_scores_ = outlier_scores
@@ -77,11 +65,8 @@ def set_training_scores(est, labels, outlier_scores, proba):
 
 
 def _pass_soft_scores(Xk, carry, match_k, est, ctx):
-    """Pass over a block of training rows: ``est._soft_scores`` (``match_k``: the reference
-    row of each row, see ``NTClustering._graph_vote``; a row outside the reference sample
-    that equals a reference row is matched to it, as in ``predict``, by ``ctx[0]``, the
-    :class:`ntnumba.engine.passes.RowIndex` of the reference rows; None: every row
-    is matched already, or the rule votes with no reference set)."""
+    """Pass over a block of training rows: ``est._soft_scores``, the rows equal to a reference
+    row (``ctx[0]``, a :class:`ntnumba.engine.passes.RowIndex`) matched to it first."""
     if ctx is not None and ctx[0] is not None:
         match_k = (np.full(Xk.shape[0], -1, dtype=np.int64) if match_k is None
                    else np.array(match_k, dtype=np.int64))
@@ -142,14 +127,9 @@ def _standard_scaler(X):
 
 
 def _warn_feature_scales(X, standardised):
-    """Warn when the feature standard deviations differ by orders of magnitude and nothing
-    standardises them (``standardised``: the graph rule's ``representation="auto"``), or
-    when some vary by less than 1e-12 of the largest (they count as constant, for all rules).
-
-    The ratio is the largest standard deviation over the median one of the non-constant
-    features: 2.2 on iris, 1.5 on digits and COIL-20, at most 2.1 on the paper's images, 388
-    on wine and 7829 on breast cancer (raw tabular data of mixed units).
-    """
+    """Warn when the largest feature standard deviation exceeds the median by
+    ``SCALE_WARNING_RATIO`` and nothing standardises them, or when some vary by less than 1e-12
+    of the largest (measured ratios: docs/user_guide.md, "Data scale")."""
     if X.shape[0] < 2 or X.shape[1] < 2:
         return
     top, std = _feature_std(X)
@@ -309,12 +289,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         Number of clusters ``C`` (= number of dissimilarity parameters ``Cd``).
     n_components : int or "auto", default "auto"
         Dimension ``M`` of the NT representations (rows of ``A``); must be >= n_features when
-        ``learn_transform=True``. ``"auto"``: ``M = max(2100, N)`` for ``N`` features: the
-        paper's 2100 up to 2100 features, and the smallest overcomplete map above (its cost
-        grows as ``N^3`` and ``A`` takes ``8 N^2`` bytes: reduce many thousands of features
-        first, e.g. with PCA). Fewer components are faster on few features but were less
-        stable: on iris (4 features) the adjusted Rand index over seeds 0-2 was 0.545 for
-        each at M = 2100 and from 0.05 to 0.58 at M = 32 to 1024. Ignored when
+        ``learn_transform=True``. ``"auto"``: ``M = max(2100, N)`` for ``N`` features (the
+        cost grows as ``N^3``: reduce many thousands of features first, e.g. with PCA; fewer
+        components were less stable on few features, see the user guide). Ignored when
         ``learn_transform=False`` (then ``M = N``). The value used is
         ``components_.shape[0]``.
     n_similarity : int, default 2
@@ -340,11 +317,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         paper's support-intersection similarity ``rho`` between the samples' NT
         representations, after removing the principal directions shared by all clusters (what
         the similarity parameters ``nu`` stand for); it is computed once from the initial
-        transform and kept, and the iterations fit ``tau``, ``nu`` and ``A`` to it. See
-        ``ntnumba/partition/graph.py`` and ``docs/results.md``. At most a quarter of the rank of the
-        data is removed (without that cap it failed on low-dimensional blobs, e.g. 3 Gaussian blobs
-        in 6 dimensions: ARI ~0; now 1.0, ``tests/test_graph.py``). The similarity depends on
-        angles, not norms: on data of 2-3 features prefer ``"objective"``.
+        transform and kept, and the iterations fit ``tau``, ``nu`` and ``A`` to it (the
+        user guide; ``docs/algorithm.md``). The similarity depends on angles, not norms: on
+        data of 2-3 features prefer ``"objective"``.
     online_fraction : None or float in (0, 1], default None
         Paper's online A update: ``A_hat`` from a random fraction of the samples.
     online_rate : float in [0, 1], default 0.5
@@ -382,30 +357,26 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         none.
     max_iter : int, default 1
         Maximum number of iterations (the paper runs 100). With ``assign="graph"`` the
-        clustering does not change over the iterations; they contract ``A X`` towards the
-        clusters' ``tau + nu``, which lowered the k-NN accuracy of the representations on
-        COIL-20 and ORL after more than one (docs/results.md). With ``"objective"`` or
-        ``"paper"`` set it (e.g. 100, the paper's).
+        clustering does not change over the iterations, and more than one lowered the k-NN
+        accuracy of the representations (docs/results.md). With ``"objective"`` or ``"paper"``
+        set it (e.g. 100, the paper's).
     tol : float, default 1e-4
         Stop when the relative change of the objective is below ``tol``.
     n_init : int, default 1
         Restarts from different initialisations; the one with the lowest objective is kept.
     scaling : {"rms", "standard", "none", None}, default "rms"
         ``"rms"`` multiplies the data by one scalar (learned in ``fit``, kept in ``scale_``) so
-        that the mean squared feature value is 1, the scale of the paper's unit-variance images.
-        The min-max score is not scale invariant (``sigma`` grows as the 4th power of the data
-        scale, the data terms as the 2nd), so without it the same lambdas mean different models
-        for data in volts or millivolts. It keeps the relative scales of the features: right
-        for pixels, wrong for tabular data whose columns have different units (wine: NMI 0.03
-        unscaled). ``"standard"`` first centres every feature and divides it by its standard
-        deviation (learned in ``fit``: ``feature_mean_``, ``feature_scale_``; constant features
-        are only centred), as scikit-learn's ``StandardScaler``, then applies ``"rms"``. ``fit``
-        warns when the feature standard deviations differ by more than a factor 100 (largest
-        over median) and nothing standardises them (``"standard"``; ``assign="graph"`` with
-        ``representation="auto"`` weights them), and when some vary by less than 1e-12 of the
-        largest (they then count as constant). ``"none"`` (or ``None``) uses the
-        data as given (the paper's literal setting when the images are already normalised).
-        ``"standard"`` is not supported by ``fit(X, chunk_size=...)`` and the Dask estimator.
+        that the mean squared feature value is 1, the scale of the paper's unit-variance images
+        (the min-max score is not scale invariant). It keeps the relative scales of the
+        features: right for pixels, wrong for tabular data of mixed units. ``"standard"``
+        first centres every feature and divides it by its standard deviation (learned in
+        ``fit``: ``feature_mean_``, ``feature_scale_``; constant features are only centred),
+        then applies ``"rms"``; not supported by ``fit(X, chunk_size=...)`` and the Dask
+        estimator. ``fit`` warns when the largest feature standard deviation exceeds the
+        median one 100 times and nothing standardises them, and when some vary by less than
+        1e-12 of the largest. ``"none"`` (or ``None``) uses the data as given (the paper's
+        literal setting when the images are already normalised). See the user guide, "Data
+        scale".
     random_state : int, RandomState instance or None, default None
         Seed of every random draw (initialisation, online subsets).
     n_jobs : int or None, default None
@@ -676,13 +647,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             src.close()
 
     def _fit_source(self, src, callback, checked=None, stats=None):
-        """Fit over a row-block source (:mod:`ntnumba.engine.sources`, :mod:`ntnumba.dask`).
-
-        Transactional: the fitted state is assembled aside and assigned at once at the end, so
-        a fit that raises (bad input, MemoryError, an interrupt before the first complete
-        iteration) leaves the previous fitted state exactly as it was. An interrupt during the
-        iterations keeps the last complete iterate, warns and re-raises.
-        """
+        """Fit over a row-block source (:mod:`ntnumba.engine.sources`, :mod:`ntnumba.dask`);
+        transactional: the state is assembled aside and set at once (see ``fit``, Returns)."""
         if not isinstance(self.warm_start, (bool, np.bool_)):
             raise TypeError(f"warm_start: expected a bool, got {self.warm_start!r}")
         warm = self.warm_start and hasattr(self, "_fitted")
@@ -700,8 +666,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                              f"has {self.n_features_in_}")
         seeds = check_random_state(self.random_state).randint(_INT32_MAX, size=self.n_init)
         seed = check_random_state(self.random_state).randint(_INT32_MAX)
-        # every BLAS call of the fit (X A^T, the graph) under the fit's BLAS thread policy
-        # (also: the same BLAS calls whatever another thread's fit does meanwhile)
+        # every BLAS call of the fit under its BLAS thread policy
         say = loop.Report(self.verbose)
         with say, _numba_threads(self.n_jobs), loop.blas_context():
             say(f"fit: {src.n} samples x {src.N} features, {p.n_clusters} clusters")
@@ -738,8 +703,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         return self._with_training_scores(src, attrs, fitted), fitted
 
     def _set_fitted(self, attrs, fitted, checked=None, src=None):
-        """Replace the fitted state by ``attrs`` and ``fitted`` (and the input checks'
-        attributes of ``checked``, e.g. ``feature_names_in_``) in one step."""
+        """:func:`set_fitted` (the Dask estimator overrides it)."""
         set_fitted(self, attrs, fitted, checked)
 
     def partial_fit(self, X, y=None, *, forget=1.0):
@@ -747,20 +711,15 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
 
         The first call initialises from the chunk (as ``fit``; a model fitted by ``fit`` is
         continued instead). Every call is one iteration of ``fit`` on the chunk with the
-        Stage-2/3 sums replaced by running sums: Stage 1 on the chunk with the current ``A``,
-        ``tau``, ``nu``; the chunk's Stage-2 sums (per-cluster sums of ``A x``, ``y^2``,
-        weighted ``y+``/``y-``) and Stage-3 sums (``X^T X``, ``Ybar^T X``) are added to the
-        running sums after multiplying those by ``forget``; ``tau`` and ``A`` are the updates
-        of ``fit`` on the running sums, ``nu`` takes the MM steps of ``fit`` with its
-        quadratic part from the running sums and its ratio term (one denominator per sample)
-        from the chunk's members, reweighted to the running count. ``labels_`` are the
-        labels of the last chunk with the updated parameters (as scikit-learn's
-        ``MiniBatchKMeans``). With ``assign="graph"`` the graph partition of the first chunk
-        is the reference set: later chunks are labelled by the k-NN vote of :meth:`predict`.
-        A call that raises leaves the model as it was. A model loaded by :func:`ntnumba.load`
-        continues as the saved model would (model files store the running sums); one of a
-        file of format version 2 or older continues from its parameters with fresh running
-        sums and says so with a ``RuntimeWarning``. See ``docs/scaling.md``.
+        Stage-2/3 sums replaced by running sums, multiplied by ``forget`` before the chunk's
+        are added (``docs/scaling.md``, "Streaming"). ``labels_`` are the labels of the last
+        chunk with the updated parameters (as scikit-learn's ``MiniBatchKMeans``). With
+        ``assign="graph"`` the graph partition of the first chunk is the reference set: later
+        chunks are labelled by the k-NN vote of :meth:`predict`. A call that raises leaves the
+        model as it was. A model loaded by :func:`ntnumba.load` continues as the saved model
+        would (model files store the running sums); one of a file of format version 2 or older
+        continues from its parameters with fresh running sums and says so with a
+        ``RuntimeWarning``.
 
         Parameters
         ----------
@@ -841,10 +800,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         return self
 
     def _with_training_scores(self, src, attrs, fitted, ref_in_src=True):
-        """``attrs`` with the soft scores of the training rows (``outlier_scores_``,
-        ``probabilities_``, ``reject_threshold_``: :func:`set_training_scores`) from one pass
-        over the source ``src``; the graph rule's reference rows (``ref_in_src``: its
-        reference set is rows of ``src``) get their leave-one-out scores."""
+        """``attrs`` with :func:`set_training_scores`'s attributes from one pass over ``src``
+        (``ref_in_src``: the reference rows are rows of ``src``, scored leave-one-out)."""
         tmp = NTClustering(**self.get_params())
         set_fitted(tmp, dict(attrs), fitted)
         graph_rule = fitted.params.rule == "graph"
@@ -950,15 +907,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         return lab, sim, Y, scores if vote is None else vote[1][:, None], cost
 
     def _graph_vote(self, X, match, ctx):
-        """The graph rule's out-of-sample labels, rejection scores and vote shares of the
-        scaled rows ``X`` (``ctx``: :meth:`_vote_context`).
-
-        A row equal to a training row (the reference set, same dtype, -0.0 as 0.0;
-        or given by ``match``, the index of the reference row of each row, -1 for none) gets
-        that training sample's label (the partition, which is not a vote) and the leave-one-out
-        vote of the other training samples (its score is the training sample's
-        ``outlier_scores_``); any other row the vote of the training samples.
-        """
+        """The graph rule's labels, rejection scores and vote shares of the scaled rows ``X``
+        (:func:`ntnumba.engine.passes.graph_vote`; ``ctx``: :meth:`_vote_context`; ``match``:
+        the equal reference row or -1). A row equal to a training row gets its label and
+        ``outlier_scores_``."""
         index, space, rows_ref, labels_ref, ref_scores = ctx
         match = index.matches(X) if match is None else np.asarray(match, dtype=np.int64)
         labels, score, shares = passes.graph_vote(X, space, rows_ref, labels_ref,
@@ -986,15 +938,11 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """Cluster of each sample, optionally with the rejection option (label -1).
 
         With ``assign="objective"`` or ``"paper"``: Stage 1 with the learned A, tau and nu.
-        With ``assign="graph"``: the out-of-sample rule of the graph (a spectral partition has no
-        closed-form extension): the rows of ``X`` as the graph compared the training samples
-        (scaled, weighted, centred, the shared directions removed) vote with their graph
-        similarity (the squared arc-cosine kernel of their angle; the kernel is the limit of the
-        NT similarity of random codes, see ``ntnumba/partition/graph.py``) for the labels of
-        their ``n_neighbors`` most similar training samples; a row equal to a training sample
-        (in value, compared in the coarser of the training and input dtypes: a float32 copy of
-        float64 training data too) keeps that sample's label, so
-        ``fit(X).predict(X)`` equals ``fit_predict(X)`` (``labels_``) for every rule. With
+        With ``assign="graph"``: the rows of ``X``, as the graph compared the training samples,
+        vote with their graph similarity for the labels of their ``n_neighbors`` most similar
+        training samples; a row equal to a training sample (compared in the coarser of the two
+        dtypes) keeps that sample's label, so ``fit(X).predict(X)`` equals ``fit_predict(X)``
+        (``labels_``) for every rule. With
         ``fit(X, chunk_size=...)`` and partial/Dask fits ``labels_`` of the samples outside the
         reference set already are this vote.
 
@@ -1237,12 +1185,9 @@ def _file_params(params, n_features):
 
 
 def set_fitted(est, attrs, fitted, checked=None):
-    """Replace the fitted state of the estimator ``est`` by the public attributes ``attrs`` and
-    the :class:`~ntnumba.engine.fitted.FittedModel` ``fitted`` in one step (the input
-    checks' attributes of ``checked``, e.g. ``feature_names_in_``, are added to ``attrs``).
-
-    Every fit, :func:`load` and the Dask backend set a model through this function.
-    """
+    """Replace the fitted state of ``est`` by the public ``attrs`` and the
+    :class:`~ntnumba.engine.fitted.FittedModel` ``fitted`` in one step (plus ``checked``'s
+    ``n_features_in_``, ``feature_names_in_``); every fit, :func:`load` and Dask use it."""
     if checked is not None:
         for k in ("n_features_in_", "feature_names_in_"):
             if hasattr(checked, k):
