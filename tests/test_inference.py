@@ -244,3 +244,14 @@ def test_dask_estimator_takes_sparse_input():
         np.testing.assert_array_equal(model.labels_.compute(), model.predict(X))
     dense = NTClustering(3, n_components=400, random_state=0).fit(X.toarray())
     np.testing.assert_array_equal(model.predict(X), dense.labels_)
+
+
+@pytest.mark.parametrize("assign", ["objective", "paper", "graph"])
+def test_rows_far_outside_the_training_scale_are_refused(assign):
+    Xf = np.random.default_rng(0).standard_normal((60, 5))
+    Xf += np.repeat(np.eye(5)[:3] * 4, 20, axis=0)
+    m = NTClustering(3, assign=assign, n_components=10, random_state=0).fit(Xf)
+    assert (m.predict(Xf[:5] * 1e10) >= 0).all()
+    for method in (m.predict, m.transform, m.score, m.predict_proba):
+        with pytest.raises(ValueError, match="X: values up to .* overflow"):
+            method(Xf[:5] * 1e160)

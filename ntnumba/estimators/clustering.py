@@ -81,6 +81,11 @@ def _infer_block(Xk, carry, est, ctx, what):
     ``transform`` ("Y"), ``score`` ("cost"), ``predict_proba`` ("proba") or
     :func:`candidate_scores` ("scores"); ``ctx``: ``NTClustering._vote_context``."""
     X = est._scaled(Xk, est.scale_)
+    top = float(np.max(np.abs(X))) if X.size else 0.0
+    if top > MAX_SCALED:  # the scores hold fourth powers: 1e160 gave -1 and zero codes
+        raise ValueError(f"X: values up to {top:.3g} as the model scales them (the training "
+                         f"data: about 1) overflow its scores; at most {MAX_SCALED:g}: give X "
+                         "in the units of the training data")
     match = None if ctx is None else est._matches(Xk, X, ctx[0])
     if what == "proba":
         return est._soft_scores(X, match, ctx)[1],
@@ -94,6 +99,8 @@ AUTO_COMPONENTS = 2100
 #: at most this many Stage-1 candidates (``n_clusters x n_similarity``) per sample: 40 bytes
 #: each for one sample (a model file declaring 2000 x 2000 took 22.5 GB for 200 rows at once)
 MAX_CANDIDATES = 1 << 22
+#: inference refuses rows with larger values after the model's scaling (their 4th power overflows)
+MAX_SCALED = 1e60
 #: ``fit`` warns when the largest feature standard deviation exceeds the median by this factor.
 SCALE_WARNING_RATIO = 100.0
 
