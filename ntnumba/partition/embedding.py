@@ -222,7 +222,10 @@ def embed(Y, random_state=0, *, n_neighbors=EMBED_NEIGHBORS, dim=EMBED_DIM):
     n = Y.shape[0]
     nn, _ = knn_search(Y, min(n_neighbors, n - 1), exclude_self=True, random_state=random_state)
     U = unit_rows(Y, np.float64)
-    dist = np.maximum(1.0 - np.einsum("ij,ikj->ik", U, U[np.maximum(nn, 0)]), 0.0)
+    dist = np.empty(nn.shape)
+    for t in range(nn.shape[1]):  # one (n, N) gather at a time, not (n, k, N)
+        dist[:, t] = 1.0 - np.einsum("ij,ij->i", U, U[np.maximum(nn[:, t], 0)])
+    np.maximum(dist, 0.0, out=dist)
     order = np.argsort(dist, axis=1, kind="stable")
     nn, dist = np.take_along_axis(nn, order, axis=1), np.take_along_axis(dist, order, axis=1)
     G = fuzzy_graph(nn, dist, n)
