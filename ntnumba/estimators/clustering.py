@@ -81,8 +81,8 @@ def _infer_block(Xk, carry, est, ctx, what):
     ``transform`` ("Y"), ``score`` ("cost"), ``predict_proba`` ("proba") or
     :func:`candidate_scores` ("scores"); ``ctx``: ``NTClustering._vote_context``."""
     X = est._scaled(Xk, est.scale_)
-    top = float(np.max(np.abs(X))) if X.size else 0.0
-    if top > MAX_SCALED:  # the scores hold fourth powers: 1e160 gave -1 and zero codes
+    top = float(np.max(np.abs(X))) if X.size and what != "cost" else 0.0
+    if top > MAX_SCALED:  # fourth powers: 1e160 gave -1 and zero codes (score: -inf, warned)
         raise ValueError(f"X: values up to {top:.3g} as the model scales them (the training "
                          f"data: about 1) overflow its scores; at most {MAX_SCALED:g}: give X "
                          "in the units of the training data")
