@@ -1,9 +1,7 @@
 """The ``ntnumba`` command: ``demo``, ``fit``, ``predict`` and ``evaluate``.
 
-Built on :mod:`argparse` rather than click: it is in the standard library (one dependency
-less for a numerical package whose users mostly call it from Python), it gives sub-commands,
-typed options, ``--help`` and usage errors with exit status 2, and the CLI stays a thin layer
-over the library, testable by calling :func:`main` with a list of arguments.
+Built on :mod:`argparse` (standard library: one dependency less), a thin layer over the library,
+testable by calling :func:`main` with a list of arguments.
 
 Conventions: results go to standard output, progress (one line per iteration: objective,
 relative change, elapsed time, ETA) and status messages to standard error. Progress is on by
@@ -12,11 +10,8 @@ unreadable file gives one line ``ntnumba <command>: error: ...`` and exit status
 errors found by argparse, also one line); ``--traceback`` shows the Python traceback instead.
 Ctrl-C during ``fit`` stops after writing the last completed iteration (exit status 130).
 
-BLAS threads: the commands run NumPy's BLAS on one thread by default (``--blas-threads``). The
-numba kernels already use every core, and OpenBLAS threads that wait for cores held by numba's
-threads spin instead of working (``docs/performance.md`` measured an iteration 4.5x slower with
-two BLAS threads on two cores). Fits limit BLAS during their iterations themselves; the
-commands do it for all of their work.
+BLAS threads: the commands run NumPy's BLAS on one thread by default (``--blas-threads``): the
+numba kernels already use every core (user guide, "Speed").
 
 Examples
 --------
@@ -144,11 +139,9 @@ def _nonneg_float(text):
 
 # ------------------------------------------------------------------------------ files
 def _check_output(path, what, exts=None, in_place=True):
-    """Fail before any long computation if ``path`` cannot be written: its folder (that of a
-    symbolic link's target) must exist and take a new file, found by creating and removing
-    one (``os.access`` says yes to root, and on file systems such as /proc, where writing
-    fails); with ``in_place`` (a file written where it is, not renamed over), an existing
-    file must open for writing."""
+    """Fail before any long computation if ``path`` cannot be written: a file is created and
+    removed in its folder (``os.access`` says yes to root and on /proc); with ``in_place``, an
+    existing file must open for writing."""
     path = os.fspath(path)
     if exts is not None and os.path.splitext(path)[1].lower() not in exts:
         raise CLIError(f"{what}: {path}: unsupported extension; use one of {', '.join(exts)}")
@@ -186,6 +179,9 @@ def _load_data(args, quiet=False):
                            delimiter=args.delimiter, header=args.header,
                            index_col=_column_key(args.index_col), return_info=True)
     _status(f"read {args.data}: {info['description']}", quiet)
+    if args.normalize and hasattr(X, "toarray"):   # a scipy.sparse matrix
+        raise CLIError(f"--normalize centres every row: {args.data} holds a sparse matrix; "
+                       "drop --normalize (e.g. TF-IDF rows are normalised already)")
     if args.normalize:
         X = normalize_images(X)
     return X, y
@@ -351,7 +347,7 @@ def cmd_fit(args):
     interrupted = _fit_keeping_interrupt(model, X)
     elapsed = time.perf_counter() - t0
     if interrupted and getattr(model, "n_iter_", 0) == 0:
-        _status("interrupted before the first iteration completed: nothing written")
+        _status("interrupted before the fit kept a completed iteration: nothing written")
         return 130
     model.save(out)
     write_labels(labels_path, model.labels_)
@@ -377,7 +373,9 @@ def cmd_predict(args):
         _check_output(args.out, "--out", _LABEL_EXT)
     model = load(args.model)
     X, _ = _load_data(args, quiet=True)
-    labels = model.set_params(n_jobs=args.n_jobs).predict(X, reject=args.reject)
+    from .engine.loop import Report
+    with Report(1):   # says so when the kernels compile (first call)
+        labels = model.set_params(n_jobs=args.n_jobs).predict(X, reject=args.reject)
     if args.out:
         write_labels(args.out, labels)
         rejected = f", {int(np.sum(labels == -1))} rejected (-1)" if args.reject else ""
@@ -457,7 +455,7 @@ def cmd_demo(args):
     t_nt = time.perf_counter() - t
     if interrupted:
         if getattr(model, "n_iter_", 0) == 0:
-            _status("interrupted")
+            _status("interrupted before the fit kept a completed iteration")
             return 130
         _status(f"interrupted: showing iteration {model.n_iter_}")
 

@@ -6,24 +6,12 @@ estimator, ``fit(X)`` takes a dask array (or anything ``dask.array.asarray`` acc
 the active ``dask.distributed`` client, ``labels_`` is a dask array, ``predict`` and
 ``transform`` of a dask array return dask arrays (``map_blocks``), of a NumPy array NumPy arrays.
 
-How it runs (``docs/scaling.md``): every block of rows stays on a worker. Stage 1 runs on each
-block where it lives; the block's representations ``Y`` stay in that worker's memory between the
-passes of an iteration. Only sums travel: the Stage-2 per-cluster sums, the Stage-3 statistics
-``X^T X`` and ``Ybar^T X``, the per-sample scalars of the nu step (``rho(y_i, nu)``) and the
-column sums of its majoriser. The small updates (tau, nu, A) run on the client with the code of
-the in-memory fit, so the result equals the in-memory fit up to rounding (same
-initialisation: see :data:`ntnumba.engine.loop.REFERENCE_SIZE`). The iteration is the driver's
-(:mod:`ntnumba.engine.loop`), the same as in memory; this module only says where the blocks live.
-
-Failures (``docs/reliability.md``): the blocks are dask futures with their lineage; when a
-worker dies (even in the middle of an iteration) the scheduler recomputes its tasks and the
-blocks it held on the other workers, or on the worker the nanny restarts (dask's
-``distributed.scheduler.allowed-failures`` retries per task), and the fit goes on to the same
-result. When dask gives up (``KilledWorker``), the connection to the scheduler is lost, or a
-pass brings no result within ``timeout`` seconds (a stopped or hung worker: dask itself waits for
-``distributed.scheduler.worker-ttl``, 5 minutes by default, before it declares such a worker
-dead), the fit raises one ``RuntimeError`` naming the cause and the workers involved; the input
-and the estimator's previous fitted state are unchanged.
+Every block of rows stays on a worker, where Stage 1 runs and its ``Y`` stays; only sums
+travel, and the small updates run on the client with the in-memory driver
+(:mod:`ntnumba.engine.loop`): the result equals the in-memory fit up to rounding. A worker that
+dies is recovered by dask from the blocks' lineage; when dask gives up, the scheduler is lost
+or a pass exceeds ``timeout``, the fit raises :class:`ClusterError` and the input and the
+previous fitted state are unchanged. Details: ``docs/scaling.md``, ``docs/reliability.md``.
 """
 import contextlib
 import copy
@@ -73,9 +61,8 @@ _FOLD_BATCH = 4
 
 
 def _shipped_bytes(obj):
-    """Bytes ``obj`` adds to a task that carries it: its pickle, arrays included (an array's
-    ``nbytes``; any other object, e.g. a :class:`ntnumba.engine.passes.RowIndex` or an estimator,
-    pickled once with its arrays' buffers counted, not copied).
+    """Bytes ``obj`` adds to a task that carries it: an array's ``nbytes``, else its pickle with
+    the arrays' buffers counted, not copied.
 
     Examples
     --------
@@ -92,11 +79,9 @@ def _shipped_bytes(obj):
 
 
 def _block_arg(obj):
-    """``obj`` as an argument of every block task of a lazy dask array: itself when small
-    (:func:`_shipped_bytes` at most :data:`_SCATTER_BYTES`), else one node of the graph
-    (``dask.delayed``) that every block task refers to, so that it travels once to each worker
-    instead of being pickled into every task. Unlike a scattered future, the node does not tie
-    the array to the client that was active when it was built.
+    """``obj`` as an argument of every block task of a lazy dask array: itself when small, else
+    one ``dask.delayed`` node that travels once to each worker (unlike a scattered future, not
+    tied to the client active when it was built).
 
     Examples
     --------

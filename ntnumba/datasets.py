@@ -47,12 +47,8 @@ _COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zip": "zip"}
 # Resampling and normalisation
 # ----------------------------------------------------------------------------------------------
 def _area_matrix(n_in, n_out):
-    """(n_out, n_in) area-averaging weights; rows sum to 1, exact rational overlaps.
-
-    Output pixel i covers [i n_in/n_out, (i+1) n_in/n_out) in input pixel units. Scaling every
-    coordinate by n_out makes all interval ends integers: input pixel j covers
-    [j n_out, (j+1) n_out) and output pixel i covers [i n_in, (i+1) n_in).
-    """
+    """(n_out, n_in) area-averaging weights; rows sum to 1. Coordinates scaled by n_out make the
+    overlaps exact integers: input pixel j covers [j n_out, (j+1) n_out), output i [i n_in, ...)."""
     i = np.arange(n_out)[:, None]
     j = np.arange(n_in)[None, :]
     lo = np.maximum(i * n_in, j * n_out)
@@ -310,6 +306,16 @@ def _read_mapping(path, ext):
                 if "pickle" not in str(exc):
                     raise
     return out
+
+
+def _read_sparse(path):
+    """The matrix of a ``scipy.sparse.save_npz`` file as CSR float64 (None: other arrays)."""
+    with _damaged(path, ".npz archive"), np.load(path, allow_pickle=False) as z:
+        if not {"format", "shape", "data"} <= set(z.files):
+            return None
+    from scipy import sparse
+    with _damaged(path, "scipy.sparse .npz matrix"):
+        return sparse.load_npz(path).tocsr().astype(np.float64)
 
 
 def _pick_target(arrays, target_key):
@@ -834,7 +840,9 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
     Returns
     -------
     X : ndarray of float64, shape (n_samples, n_features)
-        One sample per row (3-D stacks flattened in C order; resampled if ``resize``).
+        One sample per row (3-D stacks flattened in C order; resampled if ``resize``). A
+        ``.npz`` file written by ``scipy.sparse.save_npz`` gives its matrix as a
+        ``scipy.sparse`` CSR matrix of float64 (and no labels).
     y : ndarray or None, shape (n_samples,)
         The labels as stored (not renumbered; int64 when they are whole numbers, strings when
         the column holds text), or None.
@@ -900,6 +908,18 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
     y = None
     label_name = None
     info = {"label_source": None, "feature_names": None}
+    X = _read_sparse(path) if ext == ".npz" else None
+    if X is not None:
+        extra = [k for k, v in (("image_shape", image_shape), ("resize", resize),
+                                ("data_key", data_key), ("target_key", target_key))
+                 if v not in (None, False)]
+        if extra:
+            raise ValueError(f"{path} holds one scipy.sparse matrix (no images, keys or "
+                             f"labels): {', '.join(extra)} not used")
+        _check_values(X.data, str(path))
+        info["format"] = f"sparse, {X.nnz} stored values"
+        info["description"] = _describe(info, X.shape[0], X.shape[1], None)
+        return (X, None, info) if return_info else (X, None)
     if ext in (".mat", ".npz"):
         arrays = _read_mapping(path, ext)
         tkey = _pick_target(arrays, target_key)

@@ -57,10 +57,8 @@ def clustering_accuracy(y_true, y_pred, *, reject_label=-1):
         Cluster labels (any values). The numbers of clusters and classes may differ: the
         surplus clusters (or classes) stay unmatched and their samples count as errors.
     reject_label : scalar or None, default -1
-        Predicted label meaning "rejected / not assigned" (e.g. noise points). Such samples are
-        never matched and count as wrong; they stay in the denominator ``n``. ``None`` treats
-        every predicted value, -1 included, as an ordinary cluster. Only ``y_pred`` is affected:
-        in ``y_true`` -1 is an ordinary class.
+        Predicted label meaning "rejected": never matched, counted as wrong (still in ``n``).
+        ``None``: every predicted value is an ordinary cluster. ``y_true`` is not affected.
 
     Returns
     -------
@@ -223,9 +221,8 @@ def mutual_coherence(A, *, vectors="rows"):
 
         mu(A) = 1 / (M (M - 1)) * sum_{i != j} (b_i . b_j)^2 ,
 
-    the mean of the squared off-diagonal entries of the M x M Gram matrix ``G = B B^T``. It is
-    computed without forming ``G``: ``||G||_F^2 = ||B^T B||_F^2`` (an N x N product), minus the
-    diagonal (1 per non-zero row). A zero row is counted as orthogonal to every other row.
+    the mean squared off-diagonal entry of ``G = B B^T``, computed through the N x N ``B^T B``.
+    A zero row is counted as orthogonal to every other row.
 
     Parameters
     ----------
@@ -242,12 +239,10 @@ def mutual_coherence(A, *, vectors="rows"):
 
     Notes
     -----
-    For M > N unit rows the Welch bound gives ``mu >= (M / N - 1) / (M - 1)``, reached by
-    unit-norm tight frames; i.i.d. Gaussian rows give about ``1 / N``. The paper's Table 1
-    (mu ~ 1e-6 with M = 2100 and N = 400..576) cites Kostadinov et al. (EUVIP 2018) for the
-    definition without stating it; values that small are below the row Welch bound (about
-    1.5e-3 for M = 2100, N = 500), so the paper's numbers cannot be compared with this measure
-    as is (``vectors="columns"`` has no such bound).
+    For M > N unit rows the Welch bound gives ``mu >= (M / N - 1) / (M - 1)`` (tight frames);
+    i.i.d. Gaussian rows give about ``1 / N``. The paper's Table 1 (mu ~ 1e-6, M = 2100, N =
+    400..576, definition not stated) is below the row Welch bound (~1.5e-3 at N = 500), so it
+    cannot be compared with this measure as is (``vectors="columns"`` has no such bound).
 
     Examples
     --------
@@ -314,17 +309,11 @@ def knn_split(y, *, test_size=0.3, random_state=0):
 def knn_accuracy(Z, y, *, n_neighbors=1, test_size=0.3, random_state=0, metric="euclidean"):
     """k-NN classification accuracy of a representation (the paper's Table 5, our protocol).
 
-    Splits the samples with :func:`knn_split` (stratified, ``test_size`` of every class in the
-    test part), fits ``sklearn.neighbors.KNeighborsClassifier`` on the training rows of ``Z``
-    and returns its accuracy on the test rows.
-
-    The paper does not state its split, ``k`` or distance: this is *our* protocol (1-NN,
-    Euclidean, 70/30 stratified split, seed 0), used for both rows of Table 5 (NT
-    representation and original data). For the NT row the paper learns the transform on the
-    training part only and then assigns representations to the test part; to follow that, get
-    the indices from ``knn_split(y, test_size=..., random_state=...)``, fit on ``X[train_idx]``,
-    fill ``Z[train_idx]`` and ``Z[test_idx]`` from the fitted model, and call this function with
-    the same ``test_size`` and ``random_state``: it uses exactly that split.
+    ``sklearn.neighbors.KNeighborsClassifier`` fitted on the training rows of ``Z`` of
+    :func:`knn_split`, scored on its test rows. The paper states no split, ``k`` or distance:
+    this is *our* protocol (1-NN, Euclidean, 70/30 stratified, seed 0). To learn the transform
+    on the training part only, as the paper does, fit on ``X[train_idx]`` of the same
+    ``knn_split``, fill ``Z`` from the fitted model and call this with the same arguments.
 
     Parameters
     ----------

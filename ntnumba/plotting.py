@@ -1,19 +1,13 @@
 """Pictures of a clustering: objective per iteration, cluster montage, assignment-score histogram.
 
-Needs matplotlib (the optional extra: ``pip install "ntnumba[plot]"``); importing this module
-without it works, the plotting functions then raise an ImportError that says what to install.
-:func:`assignment_scores` needs only NumPy.
+The plotting functions need matplotlib (``pip install "ntnumba[plot]"``, else an ImportError
+saying so); :func:`assignment_scores` needs only NumPy. Each builds a
+:class:`matplotlib.figure.Figure` without ``pyplot`` (no GUI backend, no global state), returns
+it and writes it to ``path`` if given, uncropped: a PNG is exactly ``round(size * dpi)`` pixels.
 
-Every plotting function builds a :class:`matplotlib.figure.Figure` directly (no ``pyplot``: no
-GUI backend, no global figure state, safe in scripts and servers), returns it, and writes it to
-``path`` when one is given. Figures have a fixed size in inches and are written at ``dpi``
-without cropping, so a PNG is exactly ``round(width * dpi) x round(height * dpi)`` pixels
-(:func:`montage_size` gives the montage's size in advance).
-
-The rejection option of the paper (Kostadinov et al. 2019, Sec. 1, (d)): a sample whose best
-candidate scores badly, or whose best two clusters score almost alike, can be left unassigned.
-:func:`assignment_scores` returns both statistics and :func:`plot_score_histogram` shows their
-distribution with a rejection threshold.
+The paper's rejection option (Sec. 1, (d)) leaves a sample unassigned when its best candidate
+scores badly or its best two clusters score alike: :func:`assignment_scores` gives both
+statistics, :func:`plot_score_histogram` their distribution with a threshold.
 """
 import numpy as np
 

@@ -41,15 +41,15 @@ def knn_graph(Y, k):
 
 
 def row_matches(X, ref):
-    """Index of the first row of ``ref`` equal byte for byte to each row of ``X``, -1 if none
-    (a loop over the pairs; rows of another dtype or width match nothing)."""
+    """Index of the first row of ``ref`` equal in value to each row of ``X`` (-0.0 == 0.0), -1
+    if none (a loop over the pairs; rows of another dtype or width match nothing)."""
     X, ref = np.asarray(X), np.asarray(ref)
     out = np.full(X.shape[0], -1, dtype=np.int64)
     if X.dtype != ref.dtype or X.ndim != 2 or ref.ndim != 2 or X.shape[1] != ref.shape[1]:
         return out
     for i in range(X.shape[0]):
         for j in range(ref.shape[0]):
-            if X[i].tobytes() == ref[j].tobytes():
+            if np.array_equal(X[i], ref[j]):
                 out[i] = j
                 break
     return out

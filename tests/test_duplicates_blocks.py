@@ -117,8 +117,8 @@ def test_copies_of_reference_rows_take_their_scores(monkeypatch, chunk_size):
 
 def test_row_index_matches_the_obvious_search():
     """:class:`ntnumba.engine.passes.RowIndex`, sorted once and searched by several blocks, finds
-    the first reference row equal byte for byte (a row repeated in the reference, -0.0 against
-    0.0, another dtype or width: no match)."""
+    the first reference row equal in value (a row repeated in the reference; -0.0 equals 0.0;
+    another dtype or width: no match)."""
     import naive_graph
 
     from ntnumba.engine import passes as _passes

@@ -11,6 +11,8 @@ import ntnumba
 from ntnumba import NTClustering
 
 SMALL = dict(n_components=20, max_iter=2, random_state=0)
+# the rules that do not standardise the features themselves (the graph rule does: no warning)
+OBJECTIVE = dict(SMALL, assign="objective", init="k-means++")
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +51,9 @@ def test_standard_makes_units_irrelevant_and_rms_warns(mixed_units):
     with pytest.warns(UserWarning, match=r"feature scales differ by orders of magnitude "
                                          r"\(standard deviation of feature 3.*"
                                          r"scaling='standard'"):
-        NTClustering(3, **SMALL).fit(X)
+        NTClustering(3, **OBJECTIVE).fit(X)
     with pytest.warns(UserWarning, match="orders of magnitude"):
-        NTClustering(3, scaling="none", **SMALL).fit(X)
+        NTClustering(3, scaling="none", **OBJECTIVE).fit(X)
 
 
 @pytest.mark.parametrize("call", ["fit", "fit_predict", "pipeline"])
@@ -59,7 +61,7 @@ def test_scale_warning_names_the_users_line(mixed_units, call):
     """The warning names the line that called ntnumba (this file), not a frame inside ntnumba
     or scikit-learn (ClusterMixin.fit_predict and Pipeline.fit call fit)."""
     X, _, _ = mixed_units
-    model = NTClustering(3, **SMALL)
+    model = NTClustering(3, **OBJECTIVE)
     with pytest.warns(UserWarning, match="orders of magnitude") as rec:
         if call == "pipeline":
             Pipeline([("nt", model)]).fit(X)

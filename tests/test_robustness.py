@@ -14,6 +14,7 @@ from sklearn.metrics import adjusted_rand_score
 import naive
 from ntnumba import NTClustering
 from ntnumba.datasets import normalize_images
+from ntnumba.estimators.clustering import candidate_scores
 from ntnumba.kernels import assign, candidate_nt
 
 FAST = dict(n_components=12, max_iter=5, random_state=0)
@@ -232,7 +233,7 @@ def test_objective_finite_every_iteration_and_reseeding_reported(capsys):
 def test_invalid_candidates_never_win_in_a_fit():
     X, _ = _data(seed=7)
     model = NTClustering(3, assign="paper", **FAST).fit(X)
-    _, _, _, scores = model._stage1(X)
+    scores = candidate_scores(model, X)
     best = scores[np.arange(X.shape[0]), model.labels_, model.similarity_labels_]
     finite_rows = np.isfinite(scores).any(axis=(1, 2))
     assert np.all(np.isfinite(best[finite_rows]))

@@ -219,6 +219,7 @@ def test_truncated_rows_need_a_cut_lower_by_the_margin(monkeypatch, share, kept)
     lab_rows, lab_alt = np.arange(30) % 4, np.arange(30) // 8
     monkeypatch.setattr(G, "graph_partition", lambda *a, **k: (lab_rows, dict(rows)))
     monkeypatch.setattr(S, "truncated_partition", lambda *a, **k: (lab_alt, dict(alt)))
+    monkeypatch.setattr(S, "embedding_choice", lambda X, labels, *a, **k: (labels, False))
     p = SimpleNamespace(n_neighbors=5, n_shared=DEFAULT_SHARED, representation="auto")
     labels, info = partition(X, 4, p, 0)
     np.testing.assert_array_equal(labels, lab_alt if kept else lab_rows)

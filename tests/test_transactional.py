@@ -120,3 +120,50 @@ def test_refit_on_other_features_replaces_everything(data):
     for k in ("n_shared_", "graph_cut_", "shared_mean_"):
         assert not hasattr(model, k), k
     assert model._fitted.ref_X is None and model._fitted.ref_labels is None
+
+
+def _once(module, name, monkeypatch):
+    """``module.name`` raising KeyboardInterrupt at its first call, itself afterwards."""
+    real, calls = getattr(module, name), []
+
+    def first_interrupts(*args, **kwargs):
+        calls.append(name)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+    monkeypatch.setattr(module, name, first_interrupts)
+    return calls
+
+
+@pytest.mark.parametrize("where", ["fitted_attributes", "set_training_scores"])
+def test_interrupt_after_the_last_iteration_keeps_it(data, where, monkeypatch):
+    """Ctrl-C while the fitted attributes or training scores are computed (after the last
+    iteration) keeps that iteration, as one during the iterations does."""
+    from ntnumba.estimators import clustering
+    X, _ = data
+    kw = dict(n_components=24, random_state=0, max_iter=3, tol=0.0, assign="objective",
+              init="k-means++")
+    ref = NTClustering(3, **kw).fit(X)
+    model = NTClustering(3, **kw)
+    calls = _once(_driver if where == "fitted_attributes" else clustering, where, monkeypatch)
+    with pytest.warns(RuntimeWarning, match="fit interrupted: keeping iteration 3"):
+        with pytest.raises(KeyboardInterrupt):
+            model.fit(X)
+    assert len(calls) == 2 and model.n_iter_ == 3
+    for k in ("labels_", "objective_history_", "components_", "outlier_scores_"):
+        np.testing.assert_array_equal(getattr(model, k), getattr(ref, k), err_msg=k)
+
+
+def test_interrupt_in_a_later_restart_keeps_the_complete_ones(data, monkeypatch):
+    X, _ = data
+    kw = dict(n_components=24, random_state=0, max_iter=2)
+    ref = NTClustering(3, **kw).fit(X)     # n_init=1: the first start of n_init=2
+    real, calls = _driver.initialise, []
+    monkeypatch.setattr(_driver, "initialise", lambda *a, **k: calls.append(1) or (
+        real(*a, **k) if len(calls) == 1 else _raiser(KeyboardInterrupt)()))
+    model = NTClustering(3, n_init=2, **kw)
+    with pytest.warns(RuntimeWarning, match="fit interrupted: keeping iteration 2"):
+        with pytest.raises(KeyboardInterrupt):
+            model.fit(X)
+    np.testing.assert_array_equal(model.labels_, ref.labels_)
+    np.testing.assert_array_equal(model.objective_history_, ref.objective_history_)

@@ -1,20 +1,12 @@
 """Faults of numba's on-disk cache: a full or unwritable cache never fails a fit.
 
-The kernels of :mod:`ntnumba.model.quartic`, :mod:`ntnumba.model.stage1` and
-:mod:`ntnumba.model.theta` are compiled with ``cache=True`` (see ``_quartic.CACHE``). numba writes a
-kernel's cache files right after compiling it, inside the call that needed it: on a full disk
-(``ENOSPC``) or an unwritable directory that write raised out of ``fit``. :func:`guard` wraps the
-cache of every kernel so that an ``OSError`` while saving or loading turns the on-disk cache off for
-the process (the kernels then live in memory only, as with ``NTNUMBA_CACHE=0``) with one
-``RuntimeWarning`` that names the directory, the error and the fix. A machine where numba finds no
-writable cache location at all gets the same warning once at import, instead of compiling every
-kernel again in every process without a word (~16-40 s).
-
-A damaged cache file (a truncated or corrupted ``.nbi``/``.nbc`` file, in the package's
-``__pycache__`` or ``NUMBA_CACHE_DIR``, made numba's loader raise ``UnpicklingError``,
-``EOFError`` ... out of every ``fit``) is compiled again instead: the kernel's cache index is
-reset (numba's ``Cache.flush``), so the fresh compilation is saved over the damaged entry, with
-one ``RuntimeWarning`` per process that names the cache folder.
+numba writes a kernel's cache files (``cache=True``) inside the call that compiled it.
+:func:`guard` wraps the cache of every kernel of a module: an ``OSError`` while saving or loading
+turns the on-disk cache off for the process (as ``NTNUMBA_CACHE=0``) with one ``RuntimeWarning``
+naming the directory, the error and the fix; no writable cache location at all gets the same
+warning once at import. A damaged cache file is compiled again: the kernel's index is reset
+(numba's ``Cache.flush``) so the fresh compilation replaces it, with one ``RuntimeWarning``.
+Measured cases: ``docs/reliability.md``, "Faults of the environment".
 """
 import threading
 import warnings

@@ -10,13 +10,9 @@ import scipy.linalg
 def svd(A, full_matrices=True, compute_uv=True, lapack="numpy"):
     """SVD of ``A``: LAPACK gesdd, gesvd where gesdd does not converge.
 
-    gesdd's divide and conquer can report non-convergence on a finite, well-conditioned matrix
-    whose singular values form a tight cluster (seen with single-threaded OpenBLAS 0.3.30 and
-    0.3.31 on a 2100 x 376 matrix with singular values in [1.256, 1.281], 176 of them equal to
-    1e-13, in the null-space completion of a fit on orl-20). gesvd (QR iteration) is slower but
-    converges there; it factors the same matrix, so the products the callers form from the
-    factors (the polar factor, ``U diag(f(s)) V^T``, the singular values) agree with gesdd's
-    to rounding. Non-finite input still raises.
+    gesdd can fail to converge on a finite, well-conditioned matrix with a tight cluster of
+    singular values (``docs/reliability.md``, "Degenerate data"); gesvd is slower but converges
+    there, with the same products of the factors to rounding. Non-finite input still raises.
 
     Parameters
     ----------

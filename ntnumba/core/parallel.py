@@ -10,16 +10,12 @@ sets that limit (:data:`ntnumba.core.parallel.BLAS_THREADS`). OpenBLAS's own wor
 spinning after a call and then compete with Stage 1's threads for the cores. Threads that return to
 this pool do not.
 
-No fit changes state that another thread reads without agreeing with it. The split of
-:func:`matmul` follows the :func:`blas_limit` contexts of the calling thread only (a context
-variable, copied into the pool tasks it submits). The BLAS thread count is one setting of the
-process: it is reference-counted over the open contexts of every thread (the smallest limit
-they ask for holds until the last context exits, then the original returns), so one fit's end
-never lifts another's limit and two fits in two threads make the same BLAS calls as each alone.
-OpenBLAS is set through ``openblas_set_num_threads_local`` when it has it (0.3.27 and later):
-its global ``openblas_set_num_threads`` called from a thread other than the main one is ignored
-once the main thread has changed the setting (OpenBLAS 0.3.30 and 0.3.31 here), so a fit in a
-worker thread ran with two BLAS threads and gave other bits than the same fit in the main thread.
+The split of :func:`matmul` follows the :func:`blas_limit` contexts of the calling thread only
+(a context variable). The process-wide BLAS thread count is reference-counted over the open
+contexts of every thread (the smallest limit holds until the last exits), so two fits in two
+threads make the same BLAS calls as each alone. OpenBLAS is set through
+``openblas_set_num_threads_local`` when it has it: the global setter is ignored from a non-main
+thread once the main thread has set it (``docs/reliability.md``, "Determinism").
 """
 import contextvars
 import os

@@ -32,12 +32,8 @@ class MemoryUsageWarning(UserWarning):
 
 
 def _internal_dirs():
-    """Folders whose frames a warning skips: ntnumba's, scikit-learn's (its mixins and
-    meta-estimators call ``fit``: ``fit_predict``, ``fit_transform``, ``Pipeline.fit``),
-    joblib's (scikit-learn's model selection, ``cross_validate`` and ``GridSearchCV``, calls
-    ``fit`` through it, even with ``n_jobs=None``), numba's (its dispatcher loads and saves the
-    compiled kernels), each when it is loaded, and importlib's (``import_module`` of ntnumba's
-    names imported on first use)."""
+    """Folders whose frames a warning skips (:func:`user_stacklevel`): ntnumba's, importlib's
+    and, when loaded, scikit-learn's, joblib's and numba's."""
     dirs = [_PACKAGE_DIR, _IMPORTLIB_DIR]
     for name in ("sklearn", "joblib", "numba"):
         file = getattr(sys.modules.get(name), "__file__", None)
@@ -54,11 +50,9 @@ def _import_machinery(frame):
 
 
 def user_stacklevel():
-    """The ``stacklevel`` at which a ``warnings.warn`` in the function calling this one names
-    the user's call: the first frame outside the ntnumba package, scikit-learn (which
-    calls ``fit`` from ``fit_predict``, ``fit_transform``, pipelines and, through joblib,
-    ``cross_validate`` and ``GridSearchCV``), joblib and numba, however
-    deep inside the package the warning is raised (the outermost frame when every frame is
+    """The ``stacklevel`` at which a ``warnings.warn`` in the calling function names the user's
+    call: the first frame outside ntnumba, scikit-learn (``fit_predict``, pipelines,
+    ``GridSearchCV`` through joblib), joblib and numba (the outermost when every frame is
     theirs); a warning raised while ntnumba is imported names the user's ``import``.
 
     Examples

@@ -1,28 +1,21 @@
 """The driver: Stage 1 (assignment), Stage 2 (theta), Stage 3 (A), repeated, over row blocks.
 
-One loop for every fit, in the spirit of scikit-learn's ``_kmeans_single_lloyd``: the compiled
-kernels do one stage each; this module initialises, alternates, records the full objective of
-the learning problem, checks convergence, runs the ``n_init`` restarts or continues a fit
-(``warm_start``), calls the callback, prints progress with an ETA, keeps the last complete
-iterate when interrupted, and assembles the fitted state. It does so over a *row-block
-source* (:mod:`ntnumba.engine.sources`): all of ``X`` in memory as one block (``fit(X)``,
-``partial_fit``), blocks read from a memmap or any sliceable reader (``fit(X, chunk_size=...)``)
-or dask blocks on workers (:mod:`ntnumba.dask`). Every iteration is a few maps of the passes of
-:mod:`ntnumba.engine.passes` over the blocks and a reduction of their sums: Stage 1 per block with
-its Stage-2 sums, Stage 2 solved from the sums (:func:`ntnumba.model.theta.solve_theta`; its nu
-steps make passes over the members' ``y``), the Stage-3 sums, the objective. ``partial_fit``
-is the same iteration on running sums with a forgetting factor.
-
-In memory the one block keeps ``Y`` and ``Q = X A^T`` of the current ``A`` between passes and
-iterations (nothing of ``X`` is copied), and ``X^T X`` and the Stage-3 workspace are computed
-once per fit, as before this driver served every path.
+One loop for every fit (as scikit-learn's ``_kmeans_single_lloyd``): initialise, alternate,
+record the full objective, check convergence, run the ``n_init`` restarts or a ``warm_start``,
+call the callback, report progress, keep the last complete iterate when interrupted, assemble
+the fitted state. It runs over a *row-block source* (:mod:`ntnumba.engine.sources`: memory,
+chunked reader or dask workers); every iteration is a few maps of the passes of
+:mod:`ntnumba.engine.passes` over the blocks and a reduction of their sums. ``partial_fit`` is
+the same iteration on running sums with a forgetting factor.
 """
 import sys
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from numba.core import event as numba_event
 
 from . import passes as P
 from ..partition import select
@@ -69,15 +62,12 @@ class Params:
     # candidate numbers of shared principal directions removed (an int: that number)
     n_neighbors: int = 5
     n_shared: object = DEFAULT_SHARED
-    # what the graph's similarity needs from the data (ntnumba/partition/select.py): "auto" or
-    # "as-is"
+    # "auto" or "as-is" (ntnumba/partition/select.py)
     representation: str = "auto"
     max_iter: int = 100
     tol: float = 1e-4
-    # MM steps of Stage 3 per outer iteration, warm-started from the best of the current A and
-    # the approximate closed form. Each step is monotone, so a few per iteration still make the
-    # objective non-increasing; 1 step: objective within 4% of 30 steps after 5 iterations on
-    # COIL-20 at the paper's size, CA unchanged, ~20x less Stage-3 time (docs/performance.md).
+    # MM steps of Stage 3 per outer iteration (each monotone); 1 step: objective within 4% of
+    # 30 steps on COIL-20, CA unchanged, ~20x less Stage-3 time (docs/performance.md)
     transform_steps: int = 1
 
 
@@ -97,9 +87,8 @@ class State:
     # the partition the fit started from (initial_labels_): init="graph"'s, else the labels of
     # the first iteration's Stage 1; None on a warm start
     initial_labels: np.ndarray = None
-    # assign="graph": {"n_shared": r, "graph_cut": cut, "ref_rows": rows of the reference set
-    # (None: all)} of the partition in ``labels`` (kept fixed over the iterations, see
-    # ntnumba/partition/graph.py); None otherwise
+    # assign="graph": {"n_shared", "graph_cut", "ref_rows" (None: all)} of the fixed
+    # partition in ``labels``; None otherwise
     graph: dict = None
 
     def copy(self):
@@ -174,9 +163,8 @@ def rms_scale(src, scaling):
     """``scaling="rms"``: one factor s with mean(||s x||^2) = n_features; 1.0 for all-zero data
     or ``scaling=None``.
 
-    At most 2^(maxexp - 2) of the dtype (2^1022 for float64), so that ``s`` and ``s X`` stay
-    finite: data of subnormal size is scaled up that far only (it then thresholds to zero
-    codes) instead of turning into inf and NaN. From two passes over the source's blocks.
+    At most 2^(maxexp - 2) of the dtype, so that ``s`` and ``s X`` stay finite on subnormal
+    data. Two passes over the source's blocks.
     """
     if scaling is None:
         return 1.0
@@ -228,7 +216,8 @@ def initialise(X, p, rng, verbose=0):
         km.fit(np.asarray(Q, dtype=np.float64))
         tau = (km.cluster_centers_ - nu.mean(axis=0)).astype(dt)
     elif p.init == "graph":
-        labels, ginfo = select.partition(X, C, p, rng.randint(_INT32_MAX), verbose=verbose)
+        labels, ginfo = select.partition(X, C, p, rng.randint(_INT32_MAX),
+                                         verbose=_internals(verbose))
         tau = graph_init_tau(X, labels, nu, C, rng, A).astype(dt)
         return State(A=A, tau=np.ascontiguousarray(tau), nu=np.ascontiguousarray(nu),
                      labels=labels, graph=graph_summary(ginfo))
@@ -391,14 +380,75 @@ def _fmt_time(s):
     return f"{int(s // 60)}m{int(s % 60):02d}s"
 
 
+class Report(numba_event.Listener):
+    """The ``verbose`` output of a fit (stderr): one line per phase with its time, one per
+    iteration, the total. numba's compilations (``"numba:compile"`` events: first calls, not
+    cache loads) are announced once and timed apart (``with report:``). ``verbose >= 2`` adds
+    the internals of the graph partition."""
+
+    def __init__(self, verbose=0, stream=None):
+        self.verbose = int(verbose or 0)
+        self.stream = sys.stderr if stream is None else stream
+        self.t0 = time.perf_counter()
+        self.compiling, self.depth, self.since = 0.0, 0, None
+
+    def __call__(self, msg):
+        if self.verbose:
+            print(msg, file=self.stream, flush=True)
+
+    def on_start(self, event):  # compilations are serialised by numba's compiler lock
+        self.depth += 1
+        if self.depth == 1:
+            if self.since is None:
+                self("compiling numba kernels (first call only: it can take tens of seconds; "
+                     "cached for later calls) ...")
+            self.since = time.perf_counter()
+
+    def on_end(self, event):
+        self.depth -= 1
+        if self.depth == 0:
+            self.compiling += time.perf_counter() - self.since
+
+    def elapsed(self):
+        """Seconds since the start, compilation excluded."""
+        return time.perf_counter() - self.t0 - self.compiling
+
+    def __enter__(self):
+        numba_event.register("numba:compile", self)
+
+    def __exit__(self, *exc):
+        numba_event.unregister("numba:compile", self)
+
+    @contextmanager
+    def phase(self, what):
+        """One line ``what: time`` after the block (None: no line)."""
+        start = self.elapsed()
+        yield
+        if what:
+            self(f"{what}: {_fmt_time(self.elapsed() - start)}")
+
+    def total(self):
+        more = (f" (and {_fmt_time(self.compiling)} compiling numba kernels, first call only)"
+                if self.compiling else "")
+        self(f"total {_fmt_time(self.elapsed())}{more}")
+
+
+def _report(verbose, stream=None):
+    return verbose if isinstance(verbose, Report) else Report(verbose, stream)
+
+
+def _internals(verbose):  # the graph partition's own messages
+    return max(0, _report(verbose).verbose - 1)
+
+
 def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
     """Alternate from ``state`` until ``max_iter`` or a relative decrease below ``tol``.
 
     ``ctx``: a :class:`Context` (or an array ``X``, scaled, in memory). Returns the last
     complete iterate. A KeyboardInterrupt between or inside iterations stops the loop and
     returns the last complete iterate with ``interrupted=True``. ``callback(state)`` is called
-    after every iteration; returning True stops the loop. ``verbose``: one line per iteration
-    (objective, relative change, elapsed time, ETA) on ``stream`` (default stderr).
+    after every iteration; returning True stops the loop. ``verbose`` (or a :class:`Report`):
+    one line per iteration (objective, relative change, elapsed time, ETA) on ``stream``.
     """
     if not isinstance(ctx, Context):
         src = MemoryBlocks(ctx)
@@ -406,24 +456,21 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
         if p.rule == "graph":
             state, ctx.ref_X = state.copy(), src.X
             _set_graph(ctx, state, p, rng)
-    stream = sys.stderr if stream is None else stream
-    t0 = time.perf_counter()
+    say = _report(verbose, stream)
+    t0 = say.elapsed()
     start_iter = state.n_iter
     try:
         with blas_context():
             while state.n_iter < p.max_iter:
                 prev = state.objective_history[-1] if state.objective_history else None
                 state, obj, reseeded = iterate_blocks(ctx, state, p, rng)
-                if verbose:
-                    done = state.n_iter - start_iter
-                    el = time.perf_counter() - t0
-                    eta = el / done * (p.max_iter - state.n_iter)
+                if say.verbose:
+                    eta = ((say.elapsed() - t0) / (state.n_iter - start_iter)
+                           * (p.max_iter - state.n_iter))
                     change = "" if prev is None else f"  change {(prev - obj) / abs(prev):+.3e}"
                     msg = (f"iteration {state.n_iter:4d}  objective {obj:.6e}{change}  "
-                           f"elapsed {_fmt_time(el)}  eta {_fmt_time(eta)}")
-                    if reseeded:
-                        msg += f"  re-seeded clusters {reseeded}"
-                    print(msg, file=stream, flush=True)
+                           f"elapsed {_fmt_time(say.elapsed())}  eta {_fmt_time(eta)}")
+                    say(msg + (f"  re-seeded clusters {reseeded}" if reseeded else ""))
                 if callback is not None and callback(state):
                     break
                 if prev is not None and abs(prev - obj) <= p.tol * max(abs(prev), 1e-300):
@@ -431,8 +478,7 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
     except KeyboardInterrupt:
         state = state.copy()
         state.interrupted = True
-        if verbose:
-            print(f"interrupted: keeping iteration {state.n_iter}", file=stream, flush=True)
+        say(f"interrupted: keeping iteration {state.n_iter}")
     return state
 
 
@@ -501,7 +547,7 @@ def graph_labels(src, Xref, ref_rows, state, p, rng, verbose=0):
     if state.graph is None or state.labels is None:
         # the same partition, representation rules included, as init="graph" (initialise)
         lab, info = select.partition(Xref, p.n_clusters, p, rng.randint(_INT32_MAX),
-                                      verbose=verbose)
+                                      verbose=_internals(verbose))
         state.graph = graph_summary(info)
     else:
         lab = state.labels
@@ -518,9 +564,15 @@ def graph_labels(src, Xref, ref_rows, state, p, rng, verbose=0):
 
 def _set_graph(ctx, state, p, rng, verbose=0):
     """Graph rule: the clusters of every row of ``ctx.src`` from ``state`` (its partition of
-    the reference set ``ctx.ref_X``, or a new one) into ``ctx`` and ``state.labels``."""
-    ctx.labels = state.labels = graph_labels(ctx.src, ctx.ref_X, ctx.ref_rows, state, p, rng,
-                                             verbose)
+    the reference set ``ctx.ref_X``, or a new one) into ``ctx`` and ``state.labels``; one
+    ``verbose`` line for what it did."""
+    n, ref, say = ctx.src.n, ctx.ref_rows, _report(verbose)
+    what = [] if state.graph is not None and state.labels is not None else [
+        f"graph partition of {n if ref is None else len(ref)} samples"]
+    if ref is not None and (state.labels is None or len(state.labels) != n):
+        what.append(f"k-NN vote of the other {n - len(ref)} samples")
+    with say.phase(" and ".join(what)):
+        ctx.labels = state.labels = graph_labels(ctx.src, ctx.ref_X, ref, state, p, rng, say)
     ctx.ref_labels = ctx.labels if ctx.ref_rows is None else ctx.labels[ctx.ref_rows]
 
 
@@ -528,9 +580,11 @@ def fit(src, p, *, seeds, seed, warm=None, verbose=0, callback=None):
     """Fit over the source ``src`` (scale set): the ``n_init`` restarts from ``seeds`` (the one
     with the lowest final objective is kept) or, with ``warm = (state, rng)``, the continuation
     of that iterate. ``seed``: of the reference sample. Returns ``(state, rng, ctx)``;
-    ``state.interrupted`` after a KeyboardInterrupt during the iterations (the last complete
-    iterate)."""
-    G = gram(src) if p.learn_transform else None
+    ``state.interrupted`` after a KeyboardInterrupt during the iterations, or during a later
+    restart's initialisation (the last complete iterate)."""
+    say = _report(verbose)
+    with say.phase("feature statistics (X^T X)" if p.learn_transform else None):
+        G = gram(src) if p.learn_transform else None
     if warm is not None:
         state, rng = warm[0].copy(), warm[1]
         ctx = Context(src, gram=G, seed=seed)
@@ -541,21 +595,32 @@ def fit(src, p, *, seeds, seed, warm=None, verbose=0, callback=None):
                                  f" rows), got {src.n} rows; fit without warm_start")
             ctx.ref_rows = (state.graph or {}).get("ref_rows")
             ctx.ref_X = src.take(ctx.ref_rows)
-            _set_graph(ctx, state, p, rng, verbose)
-        return run(ctx, state, p, rng, verbose=verbose, callback=callback), rng, ctx
+            _set_graph(ctx, state, p, rng, say)
+        return run(ctx, state, p, rng, verbose=say, callback=callback), rng, ctx
     ref_rows = reference_rows(src, seed)
     Xref = src.take(ref_rows)
     best = None
-    for s in seeds:
+    for i, s in enumerate(seeds):
         rng = np.random.RandomState(s)
         src.reset()
-        state = initialise(Xref, p, rng, verbose=verbose)
-        ctx = Context(src, gram=G, ref_X=Xref, ref_rows=ref_rows, seed=seed)
-        if p.rule == "graph":
-            _set_graph(ctx, state, p, rng, verbose)
+        if len(seeds) > 1:
+            say(f"start {i + 1} of {len(seeds)}")
+        try:
+            with say.phase(f"graph partition of {len(Xref)} samples" if p.init == "graph"
+                           else f"initialisation ({p.init})"):
+                state = initialise(Xref, p, rng, verbose=say)
+            ctx = Context(src, gram=G, ref_X=Xref, ref_rows=ref_rows, seed=seed)
+            if p.rule == "graph":
+                _set_graph(ctx, state, p, rng, say)
+        except KeyboardInterrupt:  # keep the best of the complete restarts
+            if best is None:
+                raise
+            best[1].interrupted = True
+            say(f"interrupted: keeping start {i} of {len(seeds)}")
+            break
         first = _FirstLabels(state.labels if state.labels is not None
                              and len(state.labels) == src.n else None, callback)
-        state = run(ctx, state, p, rng, verbose=verbose, callback=first)
+        state = run(ctx, state, p, rng, verbose=say, callback=first)
         state.initial_labels = first.labels
         key = state.objective_history[-1] if state.objective_history else np.inf
         if best is None or key < best[0]:
@@ -577,18 +642,19 @@ def partial(src, state, rng, p, stream, forget, seed, *, verbose=0):
     """
     ctx = Context(src, gram=gram(src) if p.learn_transform else None, forget=forget,
                   theta_sums=stream["theta"], transform_sums=stream["transform"], seed=seed)
-    state = initialise(src.X, p, rng, verbose=verbose) if state is None else state.copy()
+    say = _report(verbose)
+    state = initialise(src.X, p, rng, verbose=say) if state is None else state.copy()
     ref = stream["ref"]
     if p.rule == "graph":
         if ref is None:
             ctx.ref_X = src.X
-            _set_graph(ctx, state, p, rng, verbose)
+            _set_graph(ctx, state, p, rng, say)
             ref = (src.X, ctx.labels)
         else:
             ctx.labels = _vote(src, np.arange(src.n), ref[0], ref[1], state.graph, p)
         state.labels = ctx.labels
         ctx.ref_X, ctx.ref_labels = ref
-    new = run(ctx, state, replace(p, max_iter=state.n_iter + 1), rng, verbose=verbose)
+    new = run(ctx, state, replace(p, max_iter=state.n_iter + 1), rng, verbose=say)
     if new.interrupted:
         raise KeyboardInterrupt
     attrs, fitted = fitted_attributes(ctx, new, rng, p, seed)

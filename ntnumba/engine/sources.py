@@ -1,15 +1,9 @@
 """Row blocks: where the rows of ``X`` live, and a map over them (see ``docs/scaling.md``).
 
 The driver (:mod:`ntnumba.engine.loop`) runs every fit over a *row-block source*:
-
-* :class:`MemoryBlocks`: all of ``X`` in memory as one block (``fit(X)``, ``partial_fit``);
-  nothing is copied, and the block's results (``Y`` of the iteration, ``Q = X A^T`` of the
-  current ``A``) stay in memory between the passes; when those would exceed ``MEMORY_BUDGET``
-  ``fit(X)`` runs over a :class:`LocalBackend` of ``X`` instead (:func:`memory_source`);
-* :class:`LocalBackend`: blocks of rows of any sliceable array (``numpy.memmap``, ``h5py`` or
-  ``zarr`` datasets) read one at a time (``fit(X, chunk_size=...)``); a block's ``Y`` is kept
-  in a temporary ``.npy`` file between the passes;
-* :class:`ntnumba.dask.DaskBackend`: blocks of a dask array held on the workers.
+:class:`MemoryBlocks` (all of ``X`` as one block, :func:`memory_source`), :class:`LocalBackend`
+(blocks of any sliceable array read one at a time, ``fit(X, chunk_size=...)``) or
+:class:`ntnumba.dask.DaskBackend` (blocks of a dask array held on the workers).
 
 A source has ``n``, ``N``, ``dtype``, ``bounds`` (the ``(start, stop)`` of each block) and
 ``scale``, computes ``max_abs()`` and ``mean_square(m)`` of the raw data (for ``scaling="rms"``),
@@ -98,11 +92,13 @@ def _trim():
 
 
 def read_block(X, start, stop, dtype, scale=1.0):
-    """Rows ``start:stop`` of ``X`` as a new C-contiguous float array, checked and scaled.
+    """Rows ``start:stop`` of ``X`` (an array-like or a scipy.sparse matrix) as a new
+    C-contiguous float array, checked and scaled.
 
     The input is never written to (a copy is always made).
     """
-    Xk = np.asarray(X[start:stop])
+    Xk = X[start:stop]
+    Xk = Xk.toarray() if hasattr(Xk, "toarray") else np.asarray(Xk)   # scipy.sparse: dense
     if Xk.ndim != 2 or Xk.shape[0] != stop - start:
         raise ValueError(f"X: rows {start}:{stop} have shape {Xk.shape}, expected "
                          f"({stop - start}, n_features)")
@@ -196,6 +192,10 @@ class Blocks:
 MEMORY_BUDGET = 1 << 28
 #: bytes of one block x M array of the blocks of :func:`memory_source`
 BLOCK_BYTES = 1 << 24
+#: bytes of the per-row arrays of one block of ``predict``, ``transform``, ``score`` and
+#: ``predict_proba`` (rows ``X``, ``Q``, ``Y``, every candidate's scores); 10^5 x 50 rows,
+#: default model: 4.5 GB peak RSS at once, 0.53 GB in blocks (benchmarks/predict_memory.py)
+INFERENCE_BYTES = 1 << 26
 
 
 def memory_source(X, n_components):

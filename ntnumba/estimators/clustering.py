@@ -1,10 +1,12 @@
 """NTClustering: the scikit-learn style estimator over the kernels and the driver."""
 import warnings
 from contextlib import contextmanager
+from dataclasses import replace
 from numbers import Integral, Real
 
 import numba
 import numpy as np
+from scipy.sparse import issparse
 from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
                           TransformerMixin, clone)
 from sklearn.utils import check_random_state
@@ -18,7 +20,7 @@ from ..partition import select
 from ..engine.passes import best_scores as _best_scores
 from ..engine.passes import tukey_fence as _tukey_fence
 from ..model.stage1 import RULES, assign
-from ..engine.sources import LocalBackend, MemoryBlocks, memory_source
+from ..engine.sources import INFERENCE_BYTES, LocalBackend, MemoryBlocks, memory_source
 from ..core.validation import (Boolean, Interval, Options, Seed, Sequence, check_choice,
                                check_finite, check_scalar, user_stacklevel, validate_params)
 
@@ -37,14 +39,8 @@ def is_fitted_name(name):
 
 
 def cost_proba(scores):
-    """Soft assignment of the ``"objective"`` and ``"paper"`` rules from every candidate's score.
-
-    ``scores`` of shape (n, C, Cs) (the rule's score of every candidate, ``+inf`` for invalid
-    ones). With ``s_k`` the smallest score of cluster ``k``, ``p_k = exp(-s_k) / sum_j
-    exp(-s_j)``: a softmax at temperature 1, i.e. the score read as a negative log-likelihood
-    (for ``"objective"`` the per-sample cost of the learning problem). A sample whose candidates
-    are all invalid gets ``1/C`` everywhere.
-    """
+    """``predict_proba`` of the ``"objective"`` and ``"paper"`` rules (see there) from the
+    candidates' scores, shape (n, C, Cs), ``+inf`` for invalid ones: (n, C) float64."""
     s = np.asarray(scores, dtype=np.float64)
     s = s.reshape(s.shape[0], s.shape[1], -1).min(axis=2)
     best = s.min(axis=1, keepdims=True)
@@ -56,14 +52,8 @@ def cost_proba(scores):
 
 
 def set_training_scores(est, labels, outlier_scores, proba):
-    """The fitted soft scores of the training samples, set in one place for every fit.
-
-    ``outlier_scores_`` (the score ``predict(X, reject=...)`` thresholds, per training sample),
-    ``probabilities_`` (``proba[i, labels[i]]``, the soft score of the sample's own cluster,
-    from :meth:`NTClustering.predict_proba`'s definition) and ``reject_threshold_`` (graph
-    rule: the largest leave-one-out score of the reference set; otherwise Tukey's
-    far-out fence of them, see ``predict``).
-    """
+    """Set ``outlier_scores_``, ``probabilities_`` and ``reject_threshold_`` (see
+    :class:`NTClustering`) of the training samples, for every fit."""
     outlier_scores = np.asarray(outlier_scores, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.int64)
     est.outlier_scores_ = outlier_scores
@@ -74,23 +64,43 @@ def set_training_scores(est, labels, outlier_scores, proba):
         est.reject_threshold_ = _tukey_fence(outlier_scores)
 
 
-def _pass_soft_scores(Xk, carry, match_k, est, index):
-    """Pass over a block of training rows: ``est._soft_scores`` (``match_k``: the reference
-    row of each row, see ``NTClustering._graph_vote``; a row outside the reference sample
-    that equals a reference row is matched to it, as in ``predict``, by ``index``, the
-    :class:`ntnumba.engine.passes.RowIndex` of the reference rows; None: every row
-    is matched already, or the rule votes with no reference set)."""
-    if index is not None:
+def _pass_soft_scores(Xk, carry, match_k, est, ctx):
+    """Pass over a block of training rows: ``est._soft_scores``, the rows equal to a reference
+    row (``ctx[0]``, a :class:`ntnumba.engine.passes.RowIndex`) matched to it first."""
+    if ctx is not None and ctx[0] is not None:
         match_k = (np.full(Xk.shape[0], -1, dtype=np.int64) if match_k is None
                    else np.array(match_k, dtype=np.int64))
         out = np.flatnonzero(match_k < 0)
         if out.size:
-            match_k[out] = passes.row_matches(np.ascontiguousarray(Xk[out]), index)
-    return est._soft_scores(Xk, match=match_k)
+            match_k[out] = ctx[0].matches(np.ascontiguousarray(Xk[out]))
+    return est._soft_scores(Xk, match_k, ctx)
+
+
+def _infer_block(Xk, carry, est, ctx, what):
+    """Pass over a block of rows of ``predict`` (``what="labels"``: labels, smallest scores),
+    ``transform`` ("Y"), ``score`` ("cost"), ``predict_proba`` ("proba") or
+    :func:`candidate_scores` ("scores"); ``ctx``: ``NTClustering._vote_context``."""
+    X = est._scaled(Xk, est.scale_)
+    top = float(np.max(np.abs(X))) if X.size else 0.0
+    if top > MAX_SCALED:  # the scores hold fourth powers: 1e160 gave -1 and zero codes
+        raise ValueError(f"X: values up to {top:.3g} as the model scales them (the training "
+                         f"data: about 1) overflow its scores; at most {MAX_SCALED:g}: give X "
+                         "in the units of the training data")
+    match = None if ctx is None else est._matches(Xk, X, ctx[0])
+    if what == "proba":
+        return est._soft_scores(X, match, ctx)[1],
+    lab, _, Y, scores, cost = est._stage1(X, ctx, match, labels_only=what == "labels")
+    return {"labels": (lab, _best_scores(scores)), "Y": (Y,), "cost": (cost,),
+            "scores": (scores,)}[what]
 
 
 #: ``n_components="auto"``: the paper's M, or N when there are more features.
 AUTO_COMPONENTS = 2100
+#: at most this many Stage-1 candidates (``n_clusters x n_similarity``) per sample: 40 bytes
+#: each for one sample (a model file declaring 2000 x 2000 took 22.5 GB for 200 rows at once)
+MAX_CANDIDATES = 1 << 22
+#: inference refuses rows with larger values after the model's scaling (their 4th power overflows)
+MAX_SCALED = 1e60
 #: ``fit`` warns when the largest feature standard deviation exceeds the median by this factor.
 SCALE_WARNING_RATIO = 100.0
 
@@ -107,36 +117,82 @@ def auto_components(n_features):
     return int(max(n_features, AUTO_COMPONENTS))
 
 
+def _feature_std(X):
+    """Per-feature maximum of ``|X|`` and standard deviation (float64), the latter from the
+    columns divided by the former: no overflow or underflow at 1e300 or 1e-300."""
+    top = np.max(np.abs(X), axis=0).astype(np.float64)
+    unit = np.where(top > 0, top, 1.0)
+    return top, unit * np.std(X / unit, axis=0, dtype=np.float64)
+
+
 def _standard_scaler(X):
     """Per-feature mean and 1 / standard deviation (float64; 1 for constant features)."""
     mean = np.mean(X, axis=0, dtype=np.float64)
-    std = np.sqrt(np.mean(np.square(X - mean, dtype=np.float64), axis=0))
-    tiny = std <= 1e-12 * np.maximum(np.max(np.abs(X), axis=0), 1e-300)
+    top, std = _feature_std(X)
+    tiny = std <= 1e-12 * np.maximum(top, 1e-300)
     return mean, np.where(tiny, 1.0, 1.0 / np.where(tiny, 1.0, std))
 
 
-def _warn_feature_scales(X):
-    """Warn when the feature standard deviations differ by orders of magnitude.
-
-    The ratio is the largest standard deviation over the median one of the non-constant
-    features: 2.2 on iris, 1.5 on digits and COIL-20, at most 2.1 on the paper's images, 388
-    on wine and 7829 on breast cancer (raw tabular data of mixed units).
-    """
+def _warn_feature_scales(X, standardised):
+    """Warn when the largest feature standard deviation exceeds the median by
+    ``SCALE_WARNING_RATIO`` and nothing standardises them, or when some vary by less than 1e-12
+    of the largest (measured ratios: docs/user_guide.md, "Data scale")."""
     if X.shape[0] < 2 or X.shape[1] < 2:
         return
-    std = np.std(X, axis=0, dtype=np.float64)
-    live = std[std > 1e-12 * max(float(np.max(np.abs(X))), 1e-300)]
-    if live.size < 2:
+    top, std = _feature_std(X)
+    live = std > 1e-12 * top
+    if np.count_nonzero(live) < 2:
         return
-    ratio = float(np.max(live) / np.median(live))
-    if ratio > SCALE_WARNING_RATIO:
-        j = int(np.argmax(std))
+    j, med = int(np.argmax(std)), float(np.median(std[live]))
+    lost = np.flatnonzero(live & (std <= 1e-12 * std[j]))
+    fix = ("Pass scaling='standard' (every feature standardised on its own first; --scaling "
+           "standard) or scale the features first, e.g. with sklearn.preprocessing."
+           "StandardScaler")
+    if lost.size:
+        warnings.warn(
+            f"X: {lost.size} feature(s) vary by less than 1e-12 of the largest standard "
+            f"deviation (feature {lost[0]}: {std[lost[0]]:.3g}; feature {j}: {std[j]:.3g}): "
+            "they count as constant and take no part in the clustering, the graph's per-feature "
+            f"weights (representation='auto') included. {fix}", UserWarning,
+            stacklevel=user_stacklevel())
+    elif std[j] > SCALE_WARNING_RATIO * med and not standardised:
         warnings.warn(
             f"X: the feature scales differ by orders of magnitude (standard deviation of "
-            f"feature {j}: {std[j]:.3g}, median {np.median(live):.3g}, ratio {ratio:.0f}); "
-            "the largest features dominate the clustering. Pass scaling='standard' (per "
-            "feature; --scaling standard) or scale the features first, e.g. with "
-            "sklearn.preprocessing.StandardScaler", UserWarning, stacklevel=user_stacklevel())
+            f"feature {j}: {std[j]:.3g}, median {med:.3g}, ratio {std[j] / med:.0f}); the "
+            "largest features dominate the clustering (only assign='graph' with "
+            f"representation='auto' weights them). {fix}", UserWarning,
+            stacklevel=user_stacklevel())
+
+
+def _graph_neighbors(p, n):
+    """``p`` with ``n_neighbors`` below the ``n`` rows the graph partitions (with a warning):
+    ``min(5, n // (2 n_clusters))``, at least 1 (a complete graph: 3 blobs of 20, ARI -0.01)."""
+    if "graph" not in (p.rule, p.init) or p.n_neighbors < n:
+        return p
+    k = max(1, min(5, n // (2 * p.n_clusters)))
+    warnings.warn(f"n_neighbors={p.n_neighbors} is not below the {n} samples the graph "
+                  "partitions: its k-NN graph would join every sample to every other and show "
+                  f"no clusters. Using n_neighbors={k} (the default 5, at most n_samples / "
+                  f"(2 n_clusters)); pass n_neighbors < {n} to choose", UserWarning,
+                  stacklevel=user_stacklevel())
+    return replace(p, n_neighbors=k)
+
+
+def _warn_empty_clusters(src, labels, C):
+    """Warn when clusters of the fit are empty, with the number of distinct rows of the
+    source ``src`` (one hash pass) when it is below ``C``: the likely cause."""
+    sizes = np.bincount(labels, minlength=C)
+    empty = int(np.count_nonzero(sizes == 0))
+    if not empty:
+        return
+    nd = np.unique(np.concatenate(src.map(passes.pass_row_hashes))).size
+    cause = (f"X has only {nd} distinct rows (duplicated rows): at most {nd} clusters can "
+             "hold samples" if nd < C else "the data may hold fewer groups than n_clusters, or the "
+             "fit stopped early (max_iter)")
+    warnings.warn(f"{empty} of the n_clusters={C} clusters are empty (the others hold "
+                  f"{sizes[sizes > 0].min()} to {sizes.max()} of the {labels.size} samples): "
+                  f"{cause}. Lower n_clusters (to {min(nd, C - empty)} or fewer)", RuntimeWarning,
+                  stacklevel=user_stacklevel())
 
 
 @contextmanager
@@ -184,6 +240,43 @@ PARAMETER_CONSTRAINTS = {
 }
 
 
+#: settings that change nothing the estimator returns given the others: name -> (when, why);
+#: ``fit`` warns when one of them is set to other than its default there
+_NOT_LEARNED = (lambda v: not v["learn_transform"], "A is not learned (learn_transform=False)")
+NO_EFFECT = {
+    "tol": (lambda v: v["max_iter"] == 1, "max_iter=1 stops after one iteration"),
+    "online_rate": (lambda v: v["online_fraction"] is None or not v["learn_transform"],
+                    "it weights the online update of A (online_fraction, learn_transform)"),
+    **{name: _NOT_LEARNED for name in ("n_components", "online_fraction", "lambda2", "lambda3",
+                                       "lambda4")},
+}
+
+
+def warn_no_effect(params):
+    """Warn (``UserWarning``) about every parameter of ``params`` (``get_params()``) set to
+    other than its default where it changes nothing the estimator returns (:data:`NO_EFFECT`).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from ntnumba import NTClustering
+    >>> from ntnumba.estimators.clustering import warn_no_effect
+    >>> with warnings.catch_warnings(record=True) as w:
+    ...     warnings.simplefilter("always")
+    ...     warn_no_effect(NTClustering(3, tol=0.1).get_params())
+    >>> str(w[0].message)
+    'tol=0.1 has no effect: max_iter=1 stops after one iteration'
+    """
+    import inspect
+    defaults = inspect.signature(NTClustering).parameters
+    for name, (when, why) in NO_EFFECT.items():
+        value = params[name]
+        default = defaults[name].default
+        if when(params) and not (value is default or value == default):
+            warnings.warn(f"{name}={value!r} has no effect: {why}", UserWarning,
+                          stacklevel=user_stacklevel())
+
+
 class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin,
                    BaseEstimator):
     """Clustering with jointly learned nonlinear transforms (Kostadinov et al., 2019).
@@ -203,12 +296,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         Number of clusters ``C`` (= number of dissimilarity parameters ``Cd``).
     n_components : int or "auto", default "auto"
         Dimension ``M`` of the NT representations (rows of ``A``); must be >= n_features when
-        ``learn_transform=True``. ``"auto"``: ``M = max(2100, N)`` for ``N`` features: the
-        paper's 2100 up to 2100 features, and the smallest overcomplete map above (its cost
-        grows as ``N^3`` and ``A`` takes ``8 N^2`` bytes: reduce many thousands of features
-        first, e.g. with PCA). Fewer components are faster on few features but were less
-        stable: on iris (4 features) the adjusted Rand index over seeds 0-2 was 0.545 for
-        each at M = 2100 and from 0.05 to 0.58 at M = 32 to 1024. Ignored when
+        ``learn_transform=True``. ``"auto"``: ``M = max(2100, N)`` for ``N`` features (the
+        cost grows as ``N^3``: reduce many thousands of features first, e.g. with PCA; fewer
+        components were less stable on few features, see the user guide). Ignored when
         ``learn_transform=False`` (then ``M = N``). The value used is
         ``components_.shape[0]``.
     n_similarity : int, default 2
@@ -234,11 +324,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         paper's support-intersection similarity ``rho`` between the samples' NT
         representations, after removing the principal directions shared by all clusters (what
         the similarity parameters ``nu`` stand for); it is computed once from the initial
-        transform and kept, and the iterations fit ``tau``, ``nu`` and ``A`` to it. See
-        ``ntnumba/partition/graph.py`` and ``docs/results.md``. At most a quarter of the rank of the
-        data is removed (without that cap it failed on low-dimensional blobs, e.g. 3 Gaussian blobs
-        in 6 dimensions: ARI ~0; now 1.0, ``tests/test_graph.py``). The similarity depends on
-        angles, not norms: on data of 2-3 features prefer ``"objective"``.
+        transform and kept, and the iterations fit ``tau``, ``nu`` and ``A`` to it (the
+        user guide; ``docs/algorithm.md``). The similarity depends on angles, not norms: on
+        data of 2-3 features prefer ``"objective"``.
     online_fraction : None or float in (0, 1], default None
         Paper's online A update: ``A_hat`` from a random fraction of the samples.
     online_rate : float in [0, 1], default 0.5
@@ -268,39 +356,42 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         mean, so that the distance counts besides the angle. Neither triggers on images.
         With more features, the partition of the samples on their ``4 n_clusters`` leading
         principal directions replaces that of the samples when its normalised cut is lower by
-        more than 2% (new samples are still compared in all features). All are decided from
+        more than 2% (new samples are still compared in all features), and the k-means
+        partition of a UMAP-type layout of the same rows (``ntnumba.partition.embedding``)
+        replaces it when its normalised cut on the same k-NN graph is lower (documents: 57 ->
+        83% accuracy on RELATHE; ``verbose`` says which was kept). All are decided from
         the data alone (``ntnumba/partition/select.py``, ``docs/dev_results.md``). ``"as-is"``:
         none.
     max_iter : int, default 1
         Maximum number of iterations (the paper runs 100). With ``assign="graph"`` the
-        clustering does not change over the iterations; they contract ``A X`` towards the
-        clusters' ``tau + nu``, which lowered the k-NN accuracy of the representations on
-        COIL-20 and ORL after more than one (docs/results.md). With ``"objective"`` or
-        ``"paper"`` set it (e.g. 100, the paper's).
+        clustering does not change over the iterations, and more than one lowered the k-NN
+        accuracy of the representations (docs/results.md). With ``"objective"`` or ``"paper"``
+        set it (e.g. 100, the paper's).
     tol : float, default 1e-4
         Stop when the relative change of the objective is below ``tol``.
     n_init : int, default 1
         Restarts from different initialisations; the one with the lowest objective is kept.
     scaling : {"rms", "standard", "none", None}, default "rms"
         ``"rms"`` multiplies the data by one scalar (learned in ``fit``, kept in ``scale_``) so
-        that the mean squared feature value is 1, the scale of the paper's unit-variance images.
-        The min-max score is not scale invariant (``sigma`` grows as the 4th power of the data
-        scale, the data terms as the 2nd), so without it the same lambdas mean different models
-        for data in volts or millivolts. It keeps the relative scales of the features: right
-        for pixels, wrong for tabular data whose columns have different units (wine: NMI 0.03
-        unscaled). ``"standard"`` first centres every feature and divides it by its standard
-        deviation (learned in ``fit``: ``feature_mean_``, ``feature_scale_``; constant features
-        are only centred), as scikit-learn's ``StandardScaler``, then applies ``"rms"``. ``fit``
-        warns when the feature standard deviations differ by more than a factor 100 (largest
-        over median) and ``scaling`` is not ``"standard"``. ``"none"`` (or ``None``) uses the
-        data as given (the paper's literal setting when the images are already normalised).
-        ``"standard"`` is not supported by ``fit(X, chunk_size=...)`` and the Dask estimator.
+        that the mean squared feature value is 1, the scale of the paper's unit-variance images
+        (the min-max score is not scale invariant). It keeps the relative scales of the
+        features: right for pixels, wrong for tabular data of mixed units. ``"standard"``
+        first centres every feature and divides it by its standard deviation (learned in
+        ``fit``: ``feature_mean_``, ``feature_scale_``; constant features are only centred),
+        then applies ``"rms"``; not supported by ``fit(X, chunk_size=...)`` and the Dask
+        estimator. ``fit`` warns when the largest feature standard deviation exceeds the
+        median one 100 times and nothing standardises them, and when some vary by less than
+        1e-12 of the largest. ``"none"`` (or ``None``) uses the data as given (the paper's
+        literal setting when the images are already normalised). See the user guide, "Data
+        scale".
     random_state : int, RandomState instance or None, default None
         Seed of every random draw (initialisation, online subsets).
     n_jobs : int or None, default None
         Numba threads during fit/predict (-1: all); restored afterwards.
     verbose : int, default 0
-        Print one line per iteration (objective, change, elapsed, ETA) on stderr.
+        On stderr: 1, one line per phase with its time, per iteration (objective, change,
+        elapsed, ETA) and a total, numba's first-call compilation timed apart; 2, also the
+        graph partition's internals.
     warm_start : bool, default False
         Continue from the previous fit's parameters and iteration count (``max_iter`` counts
         all iterations): a fit split into pieces equals an uninterrupted fit.
@@ -420,6 +511,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                              f"learn_transform=True (an overcomplete map), got {M}; use "
                              f"n_components='auto' (here {auto_components(n_features)}), "
                              "reduce the features first (e.g. PCA), or learn_transform=False")
+        if v["n_clusters"] * v["n_similarity"] > MAX_CANDIDATES:  # one row's Stage 1 in memory
+            raise ValueError(f"n_clusters x n_similarity: at most {MAX_CANDIDATES} candidates "
+                             f"per sample (40 bytes each), got {v['n_clusters']} x "
+                             f"{v['n_similarity']}; use fewer")
         if v["n_jobs"] == 0:
             raise ValueError("n_jobs: must be a positive integer, -1 or None, got 0")
         n_shared = v["n_shared"]
@@ -434,16 +529,17 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                            representation=v["representation"], max_iter=v["max_iter"],
                            tol=v["tol"], learn_transform=v["learn_transform"], **lam)
 
-    def _check_X(self, X, reset):
-        """Validated 2-D float32/float64 C array (a copy only when needed; never modified).
+    def _check_X(self, X, reset, dense=False):
+        """Validated 2-D float32/float64 C array or CSR matrix (``dense``: densified after
+        ``graph.check_memory``); a copy only when needed, never modified.
 
         scikit-learn's validation with every message prefixed by the argument name, then a
         finiteness check that counts the bad entries and names the first row.
         """
         try:
             X = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32],
-                              ensure_all_finite=False, ensure_min_samples=1,
-                              ensure_min_features=1, order="C")
+                              accept_sparse="csr", ensure_all_finite=False,
+                              ensure_min_samples=1, ensure_min_features=1, order="C")
         except (TypeError, ValueError) as exc:
             from ..datasets import non_numeric_frame_error   # text columns: which, and fixes
             frame_error = non_numeric_frame_error(X)
@@ -451,7 +547,14 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                 raise frame_error from None
             msg = str(exc)
             raise type(exc)(msg if msg.startswith("X:") else f"X: {msg}") from None
-        check_finite(X, "X")
+        if not issparse(X):
+            check_finite(X, "X")
+            return X
+        check_finite(X.data, "X: the stored values of the sparse matrix")
+        if dense:   # the in-memory fit needs every row dense
+            graph.check_memory(X.shape[0] * X.shape[1] * X.dtype.itemsize,
+                               "X: the dense copy of the sparse matrix for the fit")
+            X = X.toarray()
         return X
 
     def _scaling_mode(self):
@@ -466,7 +569,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         after the warning about feature scales when ``learn``."""
         if self._scaling_mode() != "standard":
             if learn:
-                _warn_feature_scales(X)
+                _warn_feature_scales(X, self.assign == "graph" and self.representation == "auto")
             return X, {}
         if learn:
             mean, scale = _standard_scaler(X)
@@ -517,8 +620,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         Returns
         -------
         self : NTClustering
-            The fitted estimator. If the fit is interrupted (KeyboardInterrupt) during the
-            iterations, the estimator keeps the last complete iteration (with a
+            The fitted estimator. If the fit is interrupted (KeyboardInterrupt) during or
+            after the iterations, the estimator keeps the last complete iteration (with a
             RuntimeWarning) and the interrupt is raised again. A refit that raises otherwise
             (bad input, MemoryError, an interrupt before the first iteration) leaves the
             previous fitted state exactly as it was.
@@ -533,14 +636,14 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         10
         """
         if chunk_size is not None:
-            src = LocalBackend(X, chunk_size)
+            src = LocalBackend(X.tocsr() if issparse(X) else X, chunk_size)
             try:
                 return self._fit_source(src, callback)
             finally:
                 src.close()
         warm = self.warm_start and hasattr(self, "_fitted")
         checked = self if warm else clone(self)  # validation sets no attribute of self
-        X = checked._check_X(X, reset=not warm)
+        X = checked._check_X(X, reset=not warm, dense=True)
         X, stats = self._standardise(X, learn=not warm)
         p = checked._params(X.shape[1])
         src = memory_source(X, p.n_components if p.learn_transform else X.shape[1])
@@ -551,53 +654,63 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             src.close()
 
     def _fit_source(self, src, callback, checked=None, stats=None):
-        """Fit over a row-block source (:mod:`ntnumba.engine.sources`, :mod:`ntnumba.dask`).
-
-        Transactional: the fitted state is assembled aside and assigned at once at the end, so
-        a fit that raises (bad input, MemoryError, an interrupt before the first complete
-        iteration) leaves the previous fitted state exactly as it was. An interrupt during the
-        iterations keeps the last complete iterate, warns and re-raises.
-        """
+        """Fit over a row-block source (:mod:`ntnumba.engine.sources`, :mod:`ntnumba.dask`);
+        transactional: the state is assembled aside and set at once (see ``fit``, Returns)."""
         if not isinstance(self.warm_start, (bool, np.bool_)):
             raise TypeError(f"warm_start: expected a bool, got {self.warm_start!r}")
         warm = self.warm_start and hasattr(self, "_fitted")
         p = self._params(src.N)
+        warn_no_effect(self.get_params())
         if self._scaling_mode() == "standard" and not getattr(src, "standardised", False):
             raise ValueError("scaling: 'standard' is not supported by the chunked and Dask "
                              "fits; standardise the features first (e.g. per-feature means and "
                              "standard deviations from one pass) and use scaling='rms'")
         if src.n < p.n_clusters:
             raise ValueError(f"X: n_samples={src.n} should be >= n_clusters={p.n_clusters}")
+        p = _graph_neighbors(p, min(src.n, loop.REFERENCE_SIZE))
         if warm and src.N != self.n_features_in_:
             raise ValueError(f"X: has {src.N} features, but the fitted model (warm_start=True) "
                              f"has {self.n_features_in_}")
         seeds = check_random_state(self.random_state).randint(_INT32_MAX, size=self.n_init)
         seed = check_random_state(self.random_state).randint(_INT32_MAX)
-        # every BLAS call of the fit (X A^T, the graph) under the fit's BLAS thread policy
-        # (also: the same BLAS calls whatever another thread's fit does meanwhile)
-        with _numba_threads(self.n_jobs), loop.blas_context():
+        # every BLAS call of the fit under its BLAS thread policy
+        say = loop.Report(self.verbose)
+        with say, _numba_threads(self.n_jobs), loop.blas_context():
+            say(f"fit: {src.n} samples x {src.N} features, {p.n_clusters} clusters")
             src.set_scale(self.scale_ if warm else loop.rms_scale(src, self._scaling_mode()))
             w = None
             if warm:
                 w = (self._fitted.state, np.random.RandomState())
                 w[1].set_state(self._fitted.rng_state)
-            state, rng, ctx = loop.fit(src, p, seeds=seeds, seed=seed, warm=w,
-                                       verbose=self.verbose, callback=callback)
-            attrs, fitted = loop.fitted_attributes(ctx, state, rng, p, seed)
-            attrs = self._with_training_scores(src, attrs, fitted)
+            state, rng, ctx = loop.fit(src, p, seeds=seeds, seed=seed, warm=w, verbose=say,
+                                       callback=callback)
+            try:
+                with say.phase("labels and training scores"):
+                    attrs, fitted = self._assemble(src, ctx, state, rng, p, seed)
+            except KeyboardInterrupt:  # keep the complete iterate: assemble it again
+                state.interrupted = True
+                say(f"interrupted: assembling iteration {state.n_iter} (interrupt again to "
+                    "discard the fit)")
+                attrs, fitted = self._assemble(src, ctx, state, rng, p, seed)
+        say.total()
         if warm and hasattr(self, "initial_labels_"):  # a continued fit keeps its start
             attrs.setdefault("initial_labels_", self.initial_labels_)
         attrs.update(stats or {})
         self._set_fitted(attrs, fitted, checked, src)
+        _warn_empty_clusters(src, attrs["labels_"], p.n_clusters)
         if state.interrupted:
             warnings.warn(f"fit interrupted: keeping iteration {state.n_iter}", RuntimeWarning,
                           stacklevel=user_stacklevel())
             raise KeyboardInterrupt
         return self
 
+    def _assemble(self, src, ctx, state, rng, p, seed):
+        """``(attrs, fitted)`` of the iterate ``state``, training scores included."""
+        attrs, fitted = loop.fitted_attributes(ctx, state, rng, p, seed)
+        return self._with_training_scores(src, attrs, fitted), fitted
+
     def _set_fitted(self, attrs, fitted, checked=None, src=None):
-        """Replace the fitted state by ``attrs`` and ``fitted`` (and the input checks'
-        attributes of ``checked``, e.g. ``feature_names_in_``) in one step."""
+        """:func:`set_fitted` (the Dask estimator overrides it)."""
         set_fitted(self, attrs, fitted, checked)
 
     def partial_fit(self, X, y=None, *, forget=1.0):
@@ -605,20 +718,15 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
 
         The first call initialises from the chunk (as ``fit``; a model fitted by ``fit`` is
         continued instead). Every call is one iteration of ``fit`` on the chunk with the
-        Stage-2/3 sums replaced by running sums: Stage 1 on the chunk with the current ``A``,
-        ``tau``, ``nu``; the chunk's Stage-2 sums (per-cluster sums of ``A x``, ``y^2``,
-        weighted ``y+``/``y-``) and Stage-3 sums (``X^T X``, ``Ybar^T X``) are added to the
-        running sums after multiplying those by ``forget``; ``tau`` and ``A`` are the updates
-        of ``fit`` on the running sums, ``nu`` takes the MM steps of ``fit`` with its
-        quadratic part from the running sums and its ratio term (one denominator per sample)
-        from the chunk's members, reweighted to the running count. ``labels_`` are the
-        labels of the last chunk with the updated parameters (as scikit-learn's
-        ``MiniBatchKMeans``). With ``assign="graph"`` the graph partition of the first chunk
-        is the reference set: later chunks are labelled by the k-NN vote of :meth:`predict`.
-        A call that raises leaves the model as it was. A model loaded by :func:`ntnumba.load`
-        continues as the saved model would (model files store the running sums); one of a
-        file of format version 2 or older continues from its parameters with fresh running
-        sums and says so with a ``RuntimeWarning``. See ``docs/scaling.md``.
+        Stage-2/3 sums replaced by running sums, multiplied by ``forget`` before the chunk's
+        are added (``docs/scaling.md``, "Streaming"). ``labels_`` are the labels of the last
+        chunk with the updated parameters (as scikit-learn's ``MiniBatchKMeans``). With
+        ``assign="graph"`` the graph partition of the first chunk is the reference set: later
+        chunks are labelled by the k-NN vote of :meth:`predict`. A call that raises leaves the
+        model as it was. A model loaded by :func:`ntnumba.load` continues as the saved model
+        would (model files store the running sums); one of a file of format version 2 or older
+        continues from its parameters with fresh running sums and says so with a
+        ``RuntimeWarning``.
 
         Parameters
         ----------
@@ -665,7 +773,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         cont = stream is not None
         from_fit = not cont and old is not None
         checked = self if (cont or from_fit) else clone(self)
-        X = checked._check_X(X, reset=checked is not self)
+        X = checked._check_X(X, reset=checked is not self, dense=True)
         p = self._params(X.shape[1])
         X, stats = self._standardise(X, learn=not (cont or from_fit))
         src = MemoryBlocks(X)
@@ -685,6 +793,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             rng = np.random.RandomState(check_random_state(self.random_state).randint(_INT32_MAX))
             stream = {"theta": None, "transform": None, "ref": None,
                       "scale": loop.rms_scale(src, self._scaling_mode())}
+        ref = stream["ref"]
+        p = _graph_neighbors(p, X.shape[0] if ref is None else ref[0].shape[0])
         with _numba_threads(self.n_jobs), loop.blas_context():
             src.set_scale(stream["scale"])
             attrs, fitted, stream = loop.partial(src, state, rng, p, stream, forget, seed,
@@ -697,10 +807,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         return self
 
     def _with_training_scores(self, src, attrs, fitted, ref_in_src=True):
-        """``attrs`` with the soft scores of the training rows (``outlier_scores_``,
-        ``probabilities_``, ``reject_threshold_``: :func:`set_training_scores`) from one pass
-        over the source ``src``; the graph rule's reference rows (``ref_in_src``: its
-        reference set is rows of ``src``) get their leave-one-out scores."""
+        """``attrs`` with :func:`set_training_scores`'s attributes from one pass over ``src``
+        (``ref_in_src``: the reference rows are rows of ``src``, scored leave-one-out)."""
         tmp = NTClustering(**self.get_params())
         set_fitted(tmp, dict(attrs), fitted)
         graph_rule = fitted.params.rule == "graph"
@@ -716,15 +824,16 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         index = None  # the reference rows sorted once for all blocks (rows not matched yet)
         if graph_rule and (match is None or np.any(match < 0)):
             index = passes.RowIndex(fitted.ref_X)
+        ctx = tmp._vote_context(index) if graph_rule else None
         args = [(None if match is None else match[s:e],) for s, e in src.bounds]
         with loop.blas_context():
-            res = src.map(_pass_soft_scores, args, (tmp, index))
+            res = src.map(_pass_soft_scores, args, (tmp, ctx))
             set_training_scores(tmp, attrs["labels_"], np.concatenate([r[0] for r in res]),
                                 np.concatenate([r[1] for r in res]))
             if graph_rule and not ref_in_src:  # partial_fit, later chunks
                 ref = fitted.ref_X
                 tmp.reject_threshold_ = float(np.max(
-                    tmp._soft_scores(ref, match=np.arange(ref.shape[0]))[0]))
+                    tmp._soft_scores(ref, np.arange(ref.shape[0]), ctx)[0]))
         for k in ("outlier_scores_", "probabilities_", "reject_threshold_"):
             attrs[k] = getattr(tmp, k)
         return attrs
@@ -736,62 +845,95 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         return passes.vote_space(ref, self.shared_mean_, self.shared_components_,
                                  self._fitted.params.representation)
 
-    def _stage1(self, X, return_details=False, scaled=False):
-        """Stage 1 with the learned parameters: ``(labels, sim, Y, scores[, details])``.
+    def _vote_context(self, index):
+        """What the graph vote of every block shares: ``index`` (a RowIndex or None), the vote
+        space, the reference rows' graph rows, labels and ``outlier_scores_`` (if set)."""
+        fitted, ref = self._fitted, self._fitted.ref_X
+        space = self._vote_space(ref)
+        scores = getattr(self, "outlier_scores_", None)
+        if scores is not None:
+            scores = fitted.reference_values(scores)
+            scores = scores if scores.shape[0] >= ref.shape[0] else None
+        return (index, space, passes.space_rows(ref, space),
+                fitted.reference_labels(self.labels_), scores)
+
+    def _infer(self, X, what):
+        """:func:`_infer_block` over blocks of the checked rows ``X`` (array or sparse, densified
+        a block at a time) of at most ``INFERENCE_BYTES`` of per-row arrays (``X``, ``Q``, ``Y``,
+        the ``C x Cs`` scores; at least one row), with the fit's thread counts."""
+        p = self._fitted.params
+        row = 8 * (2 * X.shape[1] + 3 * self.components_.shape[0]) + 40 * (
+            p.n_clusters * p.n_similarity)
+        src = LocalBackend(X, max(1, INFERENCE_BYTES // row))
+        with _numba_threads(self.n_jobs), loop.blas_context():
+            ref, ctx = self._fitted.ref_X, None
+            if p.rule == "graph" and X.dtype == np.float32 and ref.dtype == np.float64:
+                ref = ref / self.scale_   # float32 rows, float64 model: compared unscaled
+                if hasattr(self, "feature_mean_"):
+                    ref = ref / self.feature_scale_ + self.feature_mean_
+                ref = ref.astype(np.float32)
+            if p.rule == "graph":
+                ctx = self._vote_context(passes.RowIndex(ref))
+            out = None
+            for b, (start, stop) in enumerate(src.bounds):
+                part = src.map(_infer_block, None, (self, ctx, what), blocks=[b])[0]
+                out = out or [np.empty((src.n,) + a.shape[1:], a.dtype) for a in part]
+                for o, a in zip(out, part):
+                    o[start:stop] = a
+        return out
+
+    def _matches(self, raw, X, index):
+        """The reference row equal to each row (``raw``, scaled ``X``; -1: none), compared in
+        the coarser of the training and input dtypes (``index``: see ``_infer``)."""
+        ref_dtype = self._fitted.ref_X.dtype
+        if X.dtype == ref_dtype:
+            return index.matches(X)
+        if ref_dtype == np.float32:  # float64 rows: in float32, scaled as the fit did
+            return index.matches(self._scaled(raw.astype(np.float32), self.scale_))
+        return index.matches(raw)
+
+    def _stage1(self, X, ctx=None, match=None, labels_only=False):
+        """Stage 1 with the learned parameters of the scaled rows ``X``: ``(labels, sim, Y,
+        scores, cost)`` (``cost``: the full per-sample cost of the assigned candidates).
 
         ``assign="graph"``: labels by the k-NN vote of the training samples (documented in
-        :meth:`predict`), ``Y`` and ``sim`` the Stage-1 candidates of that cluster, ``scores``
-        the (n, 1) rejection scores of :meth:`predict`; details hold ``"cost"`` (the full
-        per-sample cost of those candidates) as for the other rules. Runs with the fit's BLAS
-        thread count (OpenBLAS threads spinning after ``X A^T`` would compete with Stage 1's).
+        :meth:`predict`; ``ctx``, ``match``: see ``_graph_vote``), ``Y`` and ``sim`` the
+        Stage-1 candidates of that cluster, ``scores`` the (n, 1) rejection scores of
+        :meth:`predict`; with ``labels_only`` it stops after the vote (no ``Q``).
         """
-        with loop.blas_context():
-            return self._stage1_body(X, return_details, scaled)
-
-    def _stage1_body(self, X, return_details, scaled):
         p = self._fitted.params
-        A = self._fitted.state.A
-        if not scaled:
-            X = self._scaled(X, self.scale_)
-        Q = loop.compute_Q(X, A, p.learn_transform)
-        labels = self._graph_vote(X)[:2] if p.rule == "graph" else None
+        vote = None
+        if p.rule == "graph":
+            vote = self._graph_vote(X, match, ctx)[:2]
+            if labels_only:
+                return vote[0], None, None, vote[1][:, None], None
+        Q = loop.compute_Q(X, self._fitted.state.A, p.learn_transform)
         # the fit's Stage 1 (pruned: only the winners' scores are used by predict, rejection)
         lab, sim, Y, scores, cost = passes.stage1(Q, self.dissimilarity_, self.similarity_, p,
-                                                  None if labels is None else labels[0])
-        out = (lab, sim, Y, scores if labels is None else labels[1][:, None])
-        return out + ({"cost": cost},) if return_details else out
+                                                  None if vote is None else vote[0])
+        return lab, sim, Y, scores if vote is None else vote[1][:, None], cost
 
-    def _graph_vote(self, X, match=None):
-        """The graph rule's out-of-sample labels, rejection scores and vote shares of the
-        scaled rows ``X``.
-
-        A row equal to a training row (the reference set, same dtype, byte for byte;
-        or given by ``match``, the index of the reference row of each row, -1 for none) gets
-        that training sample's label (the partition, which is not a vote) and the leave-one-out
-        vote of the other training samples (its score is the training sample's
-        ``outlier_scores_``); any other row the vote of the training samples.
-        """
-        fitted = self._fitted
-        p, ref = fitted.params, fitted.ref_X
-        match = (passes.row_matches(X, ref) if match is None
-                 else np.asarray(match, dtype=np.int64))
-        hit = match >= 0
-        space = self._vote_space(ref)
-        labels, score, shares = passes.graph_vote(
-            X, space, passes.space_rows(ref, space), fitted.reference_labels(self.labels_), p,
-            match=match, return_votes=True)
-        if hasattr(self, "outlier_scores_"):
-            ref_scores = fitted.reference_values(self.outlier_scores_)
-            if ref_scores.shape[0] >= ref.shape[0]:
-                score[hit] = ref_scores[match[hit]]
+    def _graph_vote(self, X, match, ctx):
+        """The graph rule's labels, rejection scores and vote shares of the scaled rows ``X``
+        (:func:`ntnumba.engine.passes.graph_vote`; ``ctx``: :meth:`_vote_context`; ``match``:
+        the equal reference row or -1). A row equal to a training row gets its label and
+        ``outlier_scores_``."""
+        index, space, rows_ref, labels_ref, ref_scores = ctx
+        match = index.matches(X) if match is None else np.asarray(match, dtype=np.int64)
+        labels, score, shares = passes.graph_vote(X, space, rows_ref, labels_ref,
+                                                  self._fitted.params, match=match,
+                                                  return_votes=True)
+        if ref_scores is not None:
+            hit = match >= 0
+            score[hit] = ref_scores[match[hit]]
         return labels, score, shares
 
-    def _soft_scores(self, X, match=None):
+    def _soft_scores(self, X, match=None, ctx=None):
         """``(outlier scores, predict_proba)`` of the scaled rows ``X`` (see :meth:`predict`,
-        :meth:`predict_proba`); ``match``: see ``_graph_vote``."""
+        :meth:`predict_proba`); ``match``, ``ctx``: see ``_graph_vote``."""
         p = self._fitted.params
         if p.rule == "graph":  # the vote compares graph rows: no Q
-            return self._graph_vote(X, match)[1:]
+            return self._graph_vote(X, match, ctx)[1:]
         Q = loop.compute_Q(X, self._fitted.state.A, p.learn_transform)
         # every candidate's score (the pruned Stage 1 of predict leaves the losers at +inf)
         scores = assign(Q, self.dissimilarity_, self.similarity_, p.lambda0, p.lambda1,
@@ -803,14 +945,11 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         """Cluster of each sample, optionally with the rejection option (label -1).
 
         With ``assign="objective"`` or ``"paper"``: Stage 1 with the learned A, tau and nu.
-        With ``assign="graph"``: the out-of-sample rule of the graph (a spectral partition has no
-        closed-form extension): the rows of ``X`` as the graph compared the training samples
-        (scaled, weighted, centred, the shared directions removed) vote with their graph
-        similarity (the squared arc-cosine kernel of their angle; the kernel is the limit of the
-        NT similarity of random codes, see ``ntnumba/partition/graph.py``) for the labels of
-        their ``n_neighbors`` most similar training samples; a row equal to a training sample
-        (byte for byte, in the training dtype) keeps that sample's label, so
-        ``fit(X).predict(X)`` equals ``fit_predict(X)`` (``labels_``) for every rule. With
+        With ``assign="graph"``: the rows of ``X``, as the graph compared the training samples,
+        vote with their graph similarity for the labels of their ``n_neighbors`` most similar
+        training samples; a row equal to a training sample (compared in the coarser of the two
+        dtypes) keeps that sample's label, so ``fit(X).predict(X)`` equals ``fit_predict(X)``
+        (``labels_``) for every rule. With
         ``fit(X, chunk_size=...)`` and partial/Dask fits ``labels_`` of the samples outside the
         reference set already are this vote.
 
@@ -849,14 +988,11 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             check_choice(reject, "reject", {"auto"})
         elif reject is not None:
             reject = check_scalar(reject, "reject")
-        X = self._check_X(X, reset=False)
-        with _numba_threads(self.n_jobs):
-            labels, _, _, scores = self._stage1(X)
+        labels, scores = self._infer(self._check_X(X, reset=False), "labels")
         if reject is None:
             return labels
         thr = self.reject_threshold_ if isinstance(reject, str) else float(reject)
-        labels = labels.copy()
-        labels[_best_scores(scores) > thr] = -1
+        labels[scores > thr] = -1
         return labels
 
     def predict_proba(self, X):
@@ -901,9 +1037,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         True
         """
         check_is_fitted(self)
-        X = self._check_X(X, reset=False)
-        with _numba_threads(self.n_jobs), loop.blas_context():
-            return self._soft_scores(self._scaled(X, self.scale_))[1]
+        return self._infer(self._check_X(X, reset=False), "proba")[0]
 
     @property
     def _n_features_out(self):
@@ -931,9 +1065,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         (30, 16)
         """
         check_is_fitted(self)
-        X = self._check_X(X, reset=False)
-        with _numba_threads(self.n_jobs):
-            return self._stage1(X)[2]
+        return self._infer(self._check_X(X, reset=False), "Y")[0]
 
     def score(self, X, y=None):
         """Opposite of the per-sample cost of the learning problem summed over ``X``.
@@ -963,8 +1095,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         check_is_fitted(self)
         # in float64 whatever the dtype of X: the cost of a float32 sample can exceed float32
         X = self._check_X(X, reset=False).astype(np.float64, copy=False)
-        with _numba_threads(self.n_jobs):
-            cost = self._stage1(X, return_details=True)[4]["cost"]
+        cost = self._infer(X, "cost")[0]
         with np.errstate(over="ignore"):
             total = float(np.sum(cost, dtype=np.float64))
         if not np.isfinite(total):
@@ -1004,6 +1135,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        tags.input_tags.sparse = True
         return tags
 
 
@@ -1060,12 +1192,9 @@ def _file_params(params, n_features):
 
 
 def set_fitted(est, attrs, fitted, checked=None):
-    """Replace the fitted state of the estimator ``est`` by the public attributes ``attrs`` and
-    the :class:`~ntnumba.engine.fitted.FittedModel` ``fitted`` in one step (the input
-    checks' attributes of ``checked``, e.g. ``feature_names_in_``, are added to ``attrs``).
-
-    Every fit, :func:`load` and the Dask backend set a model through this function.
-    """
+    """Replace the fitted state of ``est`` by the public ``attrs`` and the
+    :class:`~ntnumba.engine.fitted.FittedModel` ``fitted`` in one step (plus ``checked``'s
+    ``n_features_in_``, ``feature_names_in_``); every fit, :func:`load` and Dask use it."""
     if checked is not None:
         for k in ("n_features_in_", "feature_names_in_"):
             if hasattr(checked, k):
@@ -1097,5 +1226,4 @@ def candidate_scores(model, X):
     pruned), or (n, 1), the rejection score of the graph rule; what
     ``predict(X, reject=...)`` thresholds (its smallest entry per row)."""
     check_is_fitted(model)
-    X = model._check_X(X, reset=False)
-    return model._stage1(X)[3]
+    return model._infer(model._check_X(X, reset=False), "scores")[0]

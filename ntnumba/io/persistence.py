@@ -41,22 +41,12 @@ key                       content
 ``stream_count_``, ...    ``partial_fit`` only (version 3): its running sums (``stream_*_``)
 ========================  =====================================================================
 
-``components_``, ``dissimilarity_`` and ``similarity_`` share one dtype (float32 or float64, the
-dtype of the training data). A reader of version ``v`` reads every file of a version ``<= v``
-and ignores keys it does not know (they are never decompressed); a file of a newer
-``format_version``, a version-1 file of ``assign="graph"`` and truncated, corrupted and foreign
-files are refused (``ValueError`` naming the file).
-
-A model file is untrusted input: only a regular file is opened (a device, FIFO or socket is
-refused from its type without blocking); the reader decompresses only the keys above, one at a
-time, after checking each entry's ``.npy`` header (a plain dtype, the shape the model's
-dimensions give, a size the compressed bytes can hold, in all at most half the available
-memory), then checks the values (finite, labels in range, a valid random state and near-copy
-factor). ``save`` writes a temporary file in the destination folder, syncs and renames it, keeps
-an existing file's permission bits and writes through a symbolic link; the full description is
-``docs/model_format.md``.
-Files that hold the removed options ``relabel``, ``prototypes`` and ``n_dissimilarity`` (and
-the entries ``graph_copies_`` and ``prototypes_pending_``) load with those ignored.
+A reader of version ``v`` reads every file of a version ``<= v`` and ignores unknown keys; newer
+files, version-1 files of ``assign="graph"`` and truncated, corrupted or foreign files are
+refused (``ValueError`` naming the file). A model file is untrusted input: only a regular file
+is opened, and each entry's ``.npy`` header is checked before it is decompressed, then its
+values. ``save`` is atomic (a synced temporary file renamed). Files of the removed options
+``relabel``, ``prototypes`` and ``n_dissimilarity`` load with them ignored.
 """
 import contextlib
 import json
@@ -235,12 +225,8 @@ def _write_atomic(path, write):
     """Write ``path`` through ``write(file)``: into a temporary file of the destination's folder,
     synced to disk, then renamed over it (atomic), the folder synced too.
 
-    A symbolic link is written through: its target is replaced, the link kept. An existing
-    file keeps its permission bits (and, where allowed, its owner and group); a new one gets
-    the usual mode (0666 less the umask). The temporary file is removed on any exception,
-    KeyboardInterrupt included; a process killed outright (SIGKILL, power loss) leaves it
-    behind, so temporary files of this pattern untouched for an hour are removed by the next
-    save into that folder.
+    Symbolic links are written through; permission bits (owner and group where allowed) are
+    kept; stale temporary files (an hour untouched) are removed (docs/model_format.md).
     """
     target = os.path.realpath(path)   # through symbolic links
     folder, base = os.path.split(target)

@@ -1,9 +1,8 @@
 """Closed-form real roots of cubics and quartics (Ferrari), polished by Newton steps.
 
-These are the scalar building blocks of Stage 1 (``algorithm.md``, "Stage 1": the level ``h`` of
-the thresholding is a root of a quartic without a quadratic term) and of the tau prior of Stage 2.
-Everything here is ``@njit`` and allocation-free except :func:`solve_quartic`, the Python entry
-point used by tests and by callers who want the roots themselves.
+The level ``h`` of Stage 1 and of the tau prior of Stage 2 is a root of a quartic without a
+quadratic term (``algorithm.md``, "The quartic on a fixed support"). Everything here is
+``@njit`` and allocation-free except the Python entry point :func:`solve_quartic`.
 """
 import sys
 import hashlib
@@ -14,17 +13,11 @@ from numba import njit
 
 _NEWTON_STEPS = 3
 
-# ---------------------------------------------------------------------------------------------
-# On-disk cache of the compiled kernels (numba ``cache=True``)
-# ---------------------------------------------------------------------------------------------
-# Compiling every kernel takes ~30-40 s on the reference machine (docs/performance.md); with the
-# cache, a process after the first loads them in ~1-2 s. Numba invalidates a cache entry when
-# the function's *own* source file changes, not when a kernel it calls from another module
-# does (here: _theta -> _stage1 -> _quartic). _purge_stale_cache therefore stamps the cache
-# directory with a hash of the three kernel modules (and the numba version) and deletes their
-# cache files when the stamp differs. NTNUMBA_CACHE=0 disables the cache; so does a machine
-# where numba finds no writable cache location, or a cache that fails to save or load a kernel
-# (a full disk): ntnumba.core.cache says so once and the kernels stay in memory.
+# On-disk cache of the kernels (numba ``cache=True``; compiling takes ~30-40 s, loading ~1-2 s).
+# Numba invalidates an entry only when the function's own file changes, not a callee's in another
+# module (theta -> stage1 -> quartic): the cache directory is stamped with a hash of the three
+# modules and numba's version, their entries deleted when it differs. NTNUMBA_CACHE=0, or a
+# cache that cannot be used, keeps the kernels in memory (said once by ntnumba.core.cache).
 _KERNEL_MODULES = ("quartic", "stage1", "theta")
 
 
@@ -105,12 +98,8 @@ CACHE = _init_cache()
 
 
 def internal_njit(**options):
-    """``njit`` for kernels called only from other compiled kernels.
-
-    They get no CPython and no C-callback wrapper, which takes about 15% off the first-call
-    compilation of Stage 1 (measured with numba's compile events: 8.4 s -> 7.4 s for float64).
-    They can still be called from any ``njit`` function, but not from Python.
-    """
+    """``njit`` for kernels called only from compiled code: no CPython or C-callback wrapper
+    (Stage 1's first compilation 8.4 s -> 7.4 s for float64); not callable from Python."""
     return njit(cache=CACHE, error_model="numpy", no_cpython_wrapper=True, no_cfunc_wrapper=True,
                 **options)
 
@@ -123,10 +112,7 @@ def _cbrt(x):
 
 @internal_njit()
 def _cubic_largest_real_root(a2, a1, a0):
-    """Largest real root of ``m^3 + a2 m^2 + a1 m + a0`` (Cardano / trigonometric form).
-
-    Polished by Newton steps that are kept only when they reduce ``|f|``.
-    """
+    """Largest real root of ``m^3 + a2 m^2 + a1 m + a0`` (Cardano / trigonometric), polished."""
     # depress: m = z - a2/3  ->  z^3 + p z + q
     s = a2 / 3.0
     p = a1 - a2 * s
@@ -169,11 +155,8 @@ def _cubic_largest_real_root(a2, a1, a0):
 
 @internal_njit()
 def _quad_roots(bq, cq, out, n):
-    """Real roots of ``t^2 + bq t + cq``, appended to ``out[n:]``; returns the new count.
-
-    A slightly negative discriminant (relative 1e-10) is read as a double root: the caller
-    polishes and verifies every root, so a spurious one is discarded there.
-    """
+    """Real roots of ``t^2 + bq t + cq`` appended to ``out[n:]``; returns the new count (a
+    discriminant above -1e-10 relative is a double root: the caller verifies every root)."""
     disc = bq * bq - 4.0 * cq
     scale = bq * bq + 4.0 * abs(cq)
     if disc < 0.0:
@@ -228,12 +211,9 @@ def _polish4(x, a, b, c, d):
 def _quartic_real_roots(a, b, c, d, out):
     """Real roots of the monic quartic ``x^4 + a x^3 + b x^2 + c x + d`` (Ferrari).
 
-    Writes the roots in ascending order to ``out[:4]`` and returns their number; ``out`` must
-    have length >= 8 (``out[4:8]`` is scratch), so that nothing is allocated per call.
-    The polynomial is rescaled to unit size before the closed form, each root is polished by
-    Newton steps on the original polynomial and kept only if the residual is at rounding level
-    (relative 1e-7 of the sum of the absolute terms), which drops the spurious real roots that a
-    near-zero discriminant can create.
+    Writes the roots in ascending order to ``out[:4]``, returns their number (``out``: length
+    >= 8, ``out[4:8]`` scratch). Rescaled, solved, polished on the original polynomial; a root
+    is kept only at rounding-level residual (relative 1e-7), dropping spurious ones.
     """
     sig = abs(a)
     t = np.sqrt(abs(b))
@@ -307,14 +287,8 @@ def _quartic_real_roots(a, b, c, d, out):
 
 @internal_njit()
 def largest_positive_root(c3, c1, c0, buf):
-    """Largest positive root of ``h^4 + c3 h^3 + c1 h + c0`` or -1.0 if there is none.
-
-    ``buf`` is a float64 scratch array of length >= 8.
-
-    This is the Stage-1 quartic ``P(h) = h^4 - Vq h^3 + lambda0 (Vg Vq - Vv Gq) h
-    + lambda0^2 (Vv Gg - Vg^2)``; by the root rule of ``algorithm.md`` its larger positive root
-    is the minimiser of the reduced objective.
-    """
+    """Largest positive root of ``h^4 + c3 h^3 + c1 h + c0`` (the Stage-1 quartic ``P(h)``, the
+    root rule of ``algorithm.md``), or -1.0; ``buf``: float64 scratch of length >= 8."""
     cnt = _quartic_real_roots(c3, 0.0, c1, c0, buf)
     best = -1.0
     for i in range(cnt):
@@ -340,10 +314,9 @@ def solve_quartic(coeffs):
 
     Notes
     -----
-    This is the solver used inside the Stage-1 kernel, where the quartic has no quadratic term
-    (``algorithm.md``, Stage 1). The polynomial is rescaled to unit size, solved through the
-    resolvent cubic, and every root is polished by up to three Newton steps on the original
-    polynomial; roots whose residual is not at rounding level are dropped.
+    The solver of the Stage-1 kernel (``algorithm.md``, Stage 1): rescaled, solved through
+    the resolvent cubic, polished by up to three Newton steps; roots whose residual is not at
+    rounding level are dropped.
 
     Examples
     --------

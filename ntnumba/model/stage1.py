@@ -1,15 +1,9 @@
 """Stage 1: candidate NT representations in closed form and the min-max assignment.
 
-Names follow ``algorithm.md`` ("Stage 1"). For a sample ``q = A x`` and a candidate pair
-``(c1, c2)`` the representation keeps the signs of ``q`` and its magnitudes ``a = |y| >= 0``
-minimise the reduced objective
-
-    R(a) = sum_j (k_j a_j^2 / 2 - b_j a_j) + lam * (g . a) / (v . a)
-
-with ``b = |q| - lambda1``, ``k = 1 + 2 lambda0 tau^2``, ``g`` and ``v`` the parts of
-``tau_c1`` and ``nu_c2`` of the sign of ``q`` and ``lam = lambda0``. The candidate objective of
-``algorithm.md`` is ``F = ||q||^2 / 2 + R``. The same reduced problem (other ``b, g, v, k``)
-is the tau prior of Stage 2, so :func:`solve_ratio` is written for generic inputs.
+Names follow ``algorithm.md`` ("Stage 1", "Reduction to magnitudes"): the magnitudes
+``a = |y| >= 0`` minimise ``R(a) = sum_j (k_j a_j^2 / 2 - b_j a_j) + lam (g . a) / (v . a)``
+and the candidate objective is ``F = ||q||^2 / 2 + R``. The same reduced problem (other
+``b, g, v, k``) is the tau prior of Stage 2, so :func:`solve_ratio` takes generic inputs.
 
 Precision: arrays are read in their own dtype (float32 or float64); every sum, the quartic and
 the returned scores are float64.
@@ -28,19 +22,14 @@ from ..core.parallel import run_ranges
 from .quartic import CACHE, internal_njit, largest_positive_root
 from ..core.validation import as_float_array, check_choice, check_scalar
 
-# Inside an iteration of the driver, Q and Y are the kernels' own outputs (from an X validated
-# by the estimator): the scan for non-finite values of every n x M input of every stage
-# (~6 full passes per iteration, ~15 ms at COIL size) is skipped there (trusted_inputs).
+# the driver's Q and Y come from a validated X: no NaN/inf scan there (~15 ms per iteration)
 _LOCAL = threading.local()
 
 
 @contextmanager
 def trusted_inputs():
-    """Context (this thread): the n x M array inputs of the stage entry points are trusted.
-
-    Conversions (dtype, C order) still happen; the scan for NaN/inf is skipped. Used by
-    :func:`ntnumba.engine.loop.iterate` only.
-    """
+    """Context (this thread, :func:`ntnumba.engine.loop.iterate`): the n x M inputs of the
+    stage entry points are converted (dtype, C order) but not scanned for NaN/inf."""
     old = getattr(_LOCAL, "trusted", False)
     _LOCAL.trusted = True
     try:
@@ -73,10 +62,8 @@ _GRID_MAX = 1024     # the grid is extended (same density) below coordinates of 
 _BISECT = 80         # bisection steps of the safeguard's inner problem
 _GOLDEN = 40         # golden-section steps refining the best grid point
 _REFINE = 3          # local minima of the safeguard's grid that are refined
-# g and v are rescaled (by one exact power of two) when every entry of v is below 2^-128: the
-# quartic's terms are of order v^4 and underflow for v below ~1e-75 (_tiny_v_exponent). The
-# batched passes leave a candidate with Vv below 2^-100 to the generic solvers (float64): all
-# those, and the float32 passes' sums near float32's subnormal range (v below ~1e-19)
+# v below 2^-128 everywhere: g, v rescaled by a power of two (_tiny_v_exponent); the batched
+# passes leave Vv below 2^-100 (float32 sums near subnormal) to the generic float64 solvers
 _V_TINY = 2.0 ** -128
 _VV_TINY = 2.0 ** -100
 _G_SCALED_MAX = 400  # the rescaling keeps g below 2^400 (Gg, Vv Gg finite)
@@ -121,12 +108,7 @@ def _eval_reduced(b, g, v, k, lam, a):
 
 @internal_njit()
 def _support_iteration(b, g, v, k, lam, a, mask, qbuf):
-    """SI+ of algorithm.md from the support in ``mask``. Returns (status, R) and leaves the
-    minimiser in ``a``.
-
-    status OK on convergence, INVALID when the iteration cannot continue (no mass of v on the
-    support, no admissible root, or no convergence within _MAX_SI passes).
-    """
+    """SI+ from the support in ``mask``: (OK or INVALID, R), the minimiser left in ``a``."""
     for _ in range(_MAX_SI):
         Vq, Vg, Vv, Gq, Gg = _support_sums(b, g, v, k, mask)
         if Vv <= 0.0:
@@ -156,9 +138,8 @@ def _support_iteration(b, g, v, k, lam, a, mask, qbuf):
 
 @internal_njit()
 def _si_step(b, g, v, k, lh, lr, a, mask):
-    """One step of SI+ at the level ``lh = lam / h``, ``lr = lh r``: the support
-    ``mask = {t > 0}`` and the magnitudes ``a_j = max(t_j, 0) / k_j`` with the passes' ``t_j``
-    (:func:`_t_at`); returns the number of coordinates whose membership changed."""
+    """One SI+ step at ``lh = lam / h``, ``lr = lh r``: ``mask = {t > 0}``, ``a = max(t, 0) / k``;
+    returns the number of coordinates whose membership changed."""
     changed = 0
     for j in range(b.shape[0]):
         t = _t_at(b[j], g[j], v[j], lh, lr)
@@ -183,13 +164,10 @@ def _va_of(b, g, v, k, lh, mu):
 
 @internal_njit()
 def _inner_fixed_h(b, g, v, k, lam, h, a):
-    """Exact minimiser of R over {a >= 0, v.a = h} (a convex problem); returns R there.
+    """Exact minimiser of R over {a >= 0, v.a = h}, written to ``a``; returns R there.
 
-    KKT: a_j = max(b_j - lam g_j / h + mu v_j, 0) / k_j with mu found by bisection so that
-    v.a = h (v.a is non-decreasing in mu). The point returned is the interpolation between the
-    bracketing mu's on v.a = h: at a tiny h, lam / h and mu are huge and b_j - lam g_j / h +
-    mu v_j cancels (a coordinate jumps from 0 to ~1e64 between two neighbouring floats mu), so
-    neither bracket end is near the constraint; their interpolation is, and it is feasible.
+    mu by bisection, then the point on v.a = h between the bracketing mu's (derivation:
+    docs/algorithm.md, section "The safeguard": at a tiny h neither bracket end is near it).
     """
     M = b.shape[0]
     lh = lam / h
@@ -234,12 +212,8 @@ def _grid_h(lhlo, m):
 
 @internal_njit()
 def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
-    """Coarse grid over h = v.a with the exact inner problem and SI+ from each new support
-    of the grid, then, for each of the ``_REFINE`` lowest local minima of the grid:
-    golden-section refinement of h, and SI+ from the support found there.
-
-    Returns (status, R) with the best point found in ``a`` (``abest`` is scratch).
-    """
+    """The safeguard of docs/algorithm.md, section "The safeguard": (status, R), the best point in
+    ``a`` (``abest`` is scratch)."""
     M = b.shape[0]
     # Upper bound of h = v.a over {R(a) <= R0}, R0 the limit at zero: the ratio term is >= 0
     # and each k a^2/2 - b a >= -b+^2/(2k), so k_j a_j^2/2 - b_j a_j <= R0 + sum_l b_l+^2/(2k_l)
@@ -272,10 +246,8 @@ def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
     lhlo = np.log(href) - (ngrid - 1) * step
     Rg = np.empty(ngrid)
     bestR = np.inf
-    # SI+ from the support of every grid point whose support differs from its predecessor's
-    # (told apart by count, sum and sum of squares of the indices): a basin narrower than the
-    # grid's spacing, or one grid step from a lower one, has no local minimum on the grid, but
-    # the supports of the grid points around it lead SI+ into it
+    # SI+ from every new support of the grid (told apart by count, sum and sum of squares of
+    # the indices): they lead SI+ into basins too narrow for the grid
     sig0 = -1.0
     sig1 = -1.0
     sig2 = -1.0
@@ -302,10 +274,8 @@ def _safeguard(b, g, v, k, lam, a, mask, abest, qbuf):
             bestR = R
             for j in range(M):
                 abest[j] = a[j]
-    # R(h) can have several basins (one near h -> 0 and a narrow one between two grid points):
-    # refine each local minimum of the grid, the _REFINE lowest ones, and keep the best
-    # (local minima of the grid as evaluated: a refined point is only excluded, never changed,
-    # so that its neighbours on the slope do not turn into local minima)
+    # refine the _REFINE lowest local minima of the grid as evaluated (a refined point is
+    # excluded, never changed, so its neighbours on the slope do not become minima)
     chosen = np.full(_REFINE, -1)
     for r in range(_REFINE):
         mbest = np.int64(-1)  # int64, not a literal: _golden_h compiles once
@@ -381,11 +351,8 @@ def _golden_h(b, g, v, k, lam, lhlo, mbest, Rbest, a):
 
 @internal_njit()
 def _limit_at_zero(b, g, v, k, lam):
-    """Infimum of R approached as v.a -> 0 (algorithm.md: 'the infimum only reached as y -> 0').
-
-    Coordinates with g = v = 0 do not enter the ratio and keep their soft-threshold optimum;
-    the ratio tends at best to min_j g_j / v_j over v_j > 0.
-    """
+    """Infimum of R as v.a -> 0: lam min_j g_j / v_j plus the soft-threshold value where
+    g = v = 0 (algorithm.md, "Invalid candidates")."""
     dec = 0.0
     rmin = np.inf
     for j in range(b.shape[0]):
@@ -400,15 +367,11 @@ def _limit_at_zero(b, g, v, k, lam):
 
 @internal_njit()
 def _tiny_v_exponent(g, v):
-    """The exponent e >= 0 of the power of two that brings max(v) to [1/2, 1) (0: none needed).
+    """The exponent e >= 0 of the power of two that brings max(v) to [1/2, 1), 0 unless
+    max(v) < _V_TINY; capped so that max(g) 2^e < 2^_G_SCALED_MAX.
 
-    R(a) depends on g and v only through g.a / v.a, unchanged when both are multiplied by 2^e
-    (exactly, as long as nothing overflows). The quartic P(h) is homogeneous of degree 4 in the
-    scale of v (h = v.a, the ratio lam g / v at fixed scale), so its terms are ~ max(v)^4: with
-    every v_j below ~1e-75 they underflow (Vv = sum v^2 / k, Vv Gg, h^4 are 0 or subnormal)
-    and with v_j below ~3e-309 the safeguard's lam / h overflows. Only used when
-    max(v) < _V_TINY, so that problems in the normal range keep exactly their arithmetic; e is
-    capped so that max(g) 2^e stays below 2^_G_SCALED_MAX.
+    R depends on g, v only through g.a / v.a (scale-free), while the quartic's terms are
+    ~ max(v)^4 and underflow for v below ~1e-75 (lam / h overflows below ~3e-309).
     """
     vmax = 0.0
     gmax = 0.0
@@ -435,14 +398,11 @@ def _scale_gv(g, v, e):
 def solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
     """Minimise R(a) = sum(k a^2/2 - b a) + lam g.a/v.a over a >= 0 (k > 0, g, v >= 0).
 
-    Writes the minimiser to ``a`` and returns ``(status, R)``; ``R = +inf`` and ``a = 0`` when
-    the candidate is invalid. ``mask`` (bool, M), ``work`` (float64, 2 x M) and ``qbuf``
-    (float64, 8) are caller-owned scratch. The support iteration runs first; the safeguard runs
-    when it fails or settles on a point not below the limit at zero (:func:`_si_checked`) or,
-    with ``safeguard=True``, always (the better point is kept), together with the point of zero
-    ratio term (``a_j = b_j+ / k_j`` where ``g_j = 0``) when that is valid.
-    With every entry of ``v`` tiny, it solves the problem with g and v rescaled by a power of two
-    (:func:`_tiny_v_exponent`); ``g`` and ``v`` are restored exactly on return.
+    Writes the minimiser to ``a`` and returns ``(status, R)``; ``R = +inf``, ``a = 0`` when
+    invalid. Scratch: ``mask`` (bool, M), ``work`` (float64, 2 x M), ``qbuf`` (float64, 8).
+    SI+ first; the safeguard and the point of zero ratio term when SI+ fails or with
+    ``safeguard=True`` (the best point is kept). A tiny ``v`` is rescaled
+    (:func:`_tiny_v_exponent`); ``g`` and ``v`` are restored exactly.
     """
     M = b.shape[0]
     e = _tiny_v_exponent(g, v)
@@ -466,9 +426,7 @@ def solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
             st, R = OK, Rsi
         else:
             st, R = INVALID, np.inf
-        # the point of zero ratio term, when it exists: a_j = b_j+/k_j where g_j = 0, else 0
-        # (valid if v.a > 0). A corner that is optimal when v.a is tiny there (entries of v of
-        # size 1e-16); the grid finds it too since _inner_fixed_h interpolates, kept as a check
+        # the point of zero ratio term (a corner, optimal when v is tiny there), a cheap check
         az = work[0]
         for j in range(M):
             az[j] = b[j] / k[j] if (g[j] == 0.0 and b[j] > 0.0) else 0.0
@@ -477,7 +435,6 @@ def solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
             for j in range(M):
                 a[j] = az[j]
             st, R = OK_SAFEGUARD, Rz
-        # (SI+'s own point passed this test in _si_checked: only the other points need it)
         st, R = _checked(b, g, v, k, lam, a, st, R)
     if e > 0:
         _scale_gv(g, v, -e)
@@ -494,11 +451,7 @@ def _si_start(b, g, v, k, lam, a, mask, qbuf):
 
 @internal_njit()
 def _si_checked(b, g, v, k, lam, a, mask, qbuf):
-    """SI+ from the support {b > 0}, INVALID when its point is not below the limit at zero.
-
-    Such a point is no candidate, but the problem may still have one (found by the safeguard
-    or the point of zero ratio term): INVALID hands it to them.
-    """
+    """SI+ from {b > 0}; INVALID (left to the safeguard) unless below the limit at zero."""
     st, R = _si_start(b, g, v, k, lam, a, mask, qbuf)
     if st == OK and not (R < _limit_at_zero(b, g, v, k, lam)):
         st, R = INVALID, np.inf
@@ -507,8 +460,7 @@ def _si_checked(b, g, v, k, lam, a, mask, qbuf):
 
 @internal_njit()
 def _checked(b, g, v, k, lam, a, st, R):
-    """The last step of :func:`solve_ratio`: INVALID (and ``a = 0``) unless R is below the
-    limit at zero."""
+    """INVALID (and ``a = 0``) unless R is below the limit at zero."""
     if st != INVALID and not (R < _limit_at_zero(b, g, v, k, lam)):
         st = INVALID
     if st == INVALID:
@@ -520,12 +472,8 @@ def _checked(b, g, v, k, lam, a, st, R):
 
 @internal_njit()
 def solve_si(b, g, v, k, lam, a, mask, qbuf):
-    """:func:`solve_ratio` without its safeguard: the same ``(status, R)`` and ``a`` when SI+
-    settles below the limit at zero; ``(GENERIC, inf)`` otherwise (the caller then needs
-    :func:`solve_ratio`).
-
-    The kernels' first pass uses it, so that the safeguard (most of the compiled code of the
-    reduced problem) is compiled only when a problem needs it. Tiny ``v``: rescaled as there.
+    """:func:`solve_ratio` without its safeguard (compiled only when needed): the same result
+    when SI+ settles, ``(GENERIC, inf)`` otherwise (the caller then needs :func:`solve_ratio`).
     """
     e = _tiny_v_exponent(g, v)
     if e > 0:
@@ -583,53 +531,39 @@ def _candidate_scalar(q, tau, nu, lam0, lam1, safeguard):
     return y, 0.5 * qq + R, st
 
 
-# Flags for the reductions of the fused passes: reassociation lets LLVM vectorise the sums.
-# No 'nnan'/'ninf': +inf is a meaningful value in this module. With 'reassoc', LLVM vectorises
-# a reduction (several partial sums, added at the end); a loop that also stores to an array gets
-# a run-time check that the store does not overlap the arrays it reads (numba cannot tell LLVM
-# that they are distinct), and falls back to the plain loop (one sum, other bits) when the
-# arrays lie within a few vectors of each other in memory, which depends on the heap. So every
-# fastmath reduction below only reads arrays: the same bits wherever the arrays are.
+# Reassociation vectorises the sums (no 'nnan'/'ninf': +inf is meaningful here). A loop that
+# also stores gets a run-time overlap check and falls back to the plain loop (other bits)
+# depending on the heap: every fastmath reduction below only reads arrays.
 _FM = {"reassoc", "contract", "nsz", "arcp"}
 
 
 @internal_njit(fastmath=False)
 def _t_at(bj, gj, vj, lh, lr):
-    """``t_j = b_j - lh g_j + lh r v_j`` at the level ``(h, r)`` (``lh = lam / h``, ``lr = lh r``).
+    """``t_j = b_j - lh g_j + lh r v_j`` (``lh = lam / h``, ``lr = lh r``); ``a_j = t_j / k_j``
+    where ``t_j > 0``.
 
-    Coordinate ``j`` is in the support when ``t_j > 0``, with magnitude ``a_j = t_j / k_j``.
-    Every pass and :func:`_write_a` use this one expression, in the dtype of the arrays with the
-    same ``lh``, ``lr`` of that dtype, and without fastmath flags (inlined into a fastmath pass,
-    its operations keep their own flags: no contraction or reassociation), so that the returned
-    magnitudes have exactly the support the objective was evaluated on. ``fastmath=False`` is
-    explicit: numba gives a function without it the flags of the caller it is first compiled
-    for (``_fused_pass``'s when a fit ran first, none when ``candidate_nt`` did), so results
-    depended on what the process, or the one that filled the cache, compiled first.
+    The one expression of every pass and :func:`_write_a`, so the returned magnitudes have the
+    support the objective was evaluated on. ``fastmath=False`` is explicit: otherwise numba
+    gives it the flags of its first compiled caller, and results depended on compile order.
     """
     return bj - lh * gj + lr * vj
 
 
 @internal_njit(fastmath=_FM)
 def _fused_pass(b, g, v, ki, t2, cst, tsup):
-    """One pass of SI+ with everything the next step needs, branch-free.
+    """One branch-free SI+ pass at ``cst = (lh, lh r, 0, 1/2, 1)`` (dtype of the arrays).
 
-    With the current level ``h`` and ratio ``r`` (``cst = (lh, lh r, 0, 1/2, 1)`` with
-    ``lh = lam / h``, in the dtype of the arrays): ``t_j = b_j - lh (g_j - r v_j)``, the new
-    magnitudes ``a_j = max(t_j / k_j, 0)`` and the new support ``{t > 0}``. ``tsup`` holds the
-    ``t`` of the previous pass (its support is ``{tsup > 0}``; a 0/1 array works) and gets this
-    pass's ``t``; the coordinates whose membership changed are counted. Then, from ``tsup``, the
-    support sums of the next quartic over the new support and the value terms at ``a``.
-    ``lh = r = 0`` gives the start ``a = max(b, 0) / k`` (support ``{b > 0}``).
-    Returns (changed, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig, dec) where quad = sum a(k a/2 - b),
-    ga = g.a, va = v.a, sig = sum t2 a^2 and dec = -1/2 sum b^2/k over {a > 0, g = v = 0}, in
-    the dtype of the arrays (``changed`` an integer).
+    ``tsup``: the previous ``t`` (support ``{tsup > 0}``, 0/1 works), overwritten by this one.
+    Returns (changed, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig, dec): the count of changed
+    memberships, the next quartic's sums, quad = sum a(k a/2 - b), g.a, v.a, sig = sum t2 a^2
+    and dec = -1/2 sum b^2/k over {a > 0, g = v = 0}, in the dtype of the arrays.
     """
     lh = cst[0]
     lr = cst[1]
     zero = cst[2]
     half = cst[3]
     one = cst[4]
-    # the stores, and an integer count (no floating-point sum in a loop that stores, see _FM)
+    # stores and an integer count only (see _FM)
     changed = 0
     for j in range(b.shape[0]):
         t = _t_at(b[j], g[j], v[j], lh, lr)
@@ -670,19 +604,13 @@ def _fused_pass(b, g, v, ki, t2, cst, tsup):
     return changed, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig, -half * dec
 
 
-# The batched passes below compute in the dtype of their arrays (float32 data: float32
-# arithmetic, 8 or 16 lanes per vector); ``zero``/``cst`` carry typed constants so that no
-# float64 literal promotes the loop. Sums are returned in that dtype and widened by the caller.
+# Batched passes: in the dtype of their arrays (float32: twice the lanes); typed ``zero``/``cst``
+# so that no float64 literal promotes the loop; the caller widens the sums.
 
 @internal_njit(fastmath=_FM)
 def _first_sums2(w, m, g, ki, v0, v1, zero):
-    """Support sums of the first SI+ pass for the two candidates ``(c1, c2)``, ``(c1, c2 + 1)``.
-
-    The first support S0 = {b > 0} is the same for every candidate of a sample: ``w = max(b, 0)``,
-    ``m = [b > 0]``; ``g`` is the part of ``tau_c1`` of the sign of q (:func:`_gather`).
-    Returns (Gq, Gg, Vq0, Vg0, Vv0, Vq1, Vg1, Vv1); Gq, Gg depend on c1 only.
-    Loads only, as every reduction of this module: see :data:`_FM`.
-    """
+    """Support sums on S0 = {b > 0} (``w = max(b, 0)``, ``m = [b > 0]``) of the candidates
+    ``(c1, c2)``, ``(c1, c2 + 1)``: (Gq, Gg, Vq0, Vg0, Vv0, Vq1, Vg1, Vv1)."""
     Gq = zero
     Gg = zero
     Vq0 = zero
@@ -735,15 +663,10 @@ def _first_sums1(w, m, g, ki, v0, zero):
 
 @internal_njit(fastmath=_FM)
 def _check_pass2(b, m, g, ki, t2, v0, v1, cst):
-    """Second SI+ pass of two candidates from the first support S0 = {b > 0} (``m = [b > 0]``).
-
-    ``cst = (lh0, lh0 r0, lh1, lh1 r1, 0, 1/2, 1)`` in the dtype of the arrays. For each
-    candidate: ``a_j = max(b_j - lh g_j + lh r v_j, 0) / k_j``, the number of coordinates whose
-    membership differs from S0 and the value terms at ``a`` (quad = sum a(k a/2 - b), g.a, v.a,
-    sum t2 a^2, sum b a over the coordinates with g = v = 0). When nothing changed, these are
-    the values at the SI+ fixed point: no sums for a further quartic are needed.
-    Float arithmetic only (the change count too), so that float32 runs twice the lanes.
-    Returns (ch0, quad0, ga0, va0, sig0, free0, ch1, quad1, ga1, va1, sig1, free1).
+    """Second SI+ pass of two candidates from S0 (``m = [b > 0]``) at
+    ``cst = (lh0, lh0 r0, lh1, lh1 r1, 0, 1/2, 1)``: per candidate the (float) count of changed
+    memberships and the value terms of :func:`_fused_pass` (free = sum b a where g = v = 0),
+    final when nothing changed: (ch0, quad0, ga0, va0, sig0, free0, ch1, ..., free1).
     """
     lh0 = cst[0]
     lr0 = cst[1]
@@ -853,14 +776,9 @@ def _level(Vq, Vg, Vv, Gq, Gg, lam, qbuf):
 
 @internal_njit()
 def _si_from(b, g, v, ki, t2, lam, tsup, cst, qbuf, h, r):
-    """SI+ continued by fused passes from the level (h, r) with the support ``{tsup > 0}``.
-
-    ``tsup``: the support (a 0/1 array; scratch of :func:`_fused_pass`), ``cst``: scratch
-    ``(., ., 0, 1/2, 1)``, both of the dtype of ``b``.
-    Returns (status, R, sP, h, r): status OK, or INVALID when the generic path must decide (no
-    mass of v, no admissible root, no convergence, or R not clearly below the limit at zero).
-    The magnitudes are not stored: they follow from (h, r), see :func:`_write_a`.
-    """
+    """SI+ by fused passes from (h, r) and the support ``{tsup > 0}`` (scratch ``tsup``,
+    ``cst = (., ., 0, 1/2, 1)``, dtype of ``b``): (OK or INVALID, R, sP, h, r); the magnitudes
+    follow from (h, r) (:func:`_write_a`)."""
     for _ in range(_MAX_SI):
         lh = lam / h
         cst[0] = lh
@@ -887,11 +805,8 @@ def _si_from(b, g, v, ki, t2, lam, tsup, cst, qbuf, h, r):
 @internal_njit()
 def _settle(ok, h, r, ch, quad, ga, va, sig, free, lam, b, g, v, ki, t2, m, fmask, fcst,
             qbuf):
-    """Status of a candidate after its batched passes: (status, R, sP, h, r).
-
-    Unchanged support: the values of the check pass are final. Changed: SI+ continues by
-    fused passes from S0 (``m``) and the level (h, r) (scratch ``fmask``, ``fcst``).
-    """
+    """(status, R, sP, h, r) of a candidate after its check pass: final if its support did
+    not change, else :func:`_si_from` S0 (scratch ``fmask``, ``fcst``)."""
     if not ok:
         return INVALID, np.inf, np.inf, 0.0, 0.0
     if ch == 0:
@@ -910,8 +825,7 @@ def _settle(ok, h, r, ch, quad, ga, va, sig, free, lam, b, g, v, ki, t2, m, fmas
 
 @internal_njit()
 def _write_a(b, g, v, ki, cst, a):
-    """The magnitudes ``a_j = max(t_j, 0) / k_j`` at the level in ``cst = (lh, lh r, 0)`` (the
-    dtype of the arrays), as the passes compute them (:func:`_t_at`); ``a`` may be float64."""
+    """``a = max(t, 0) / k`` at ``cst = (lh, lh r, 0)``, as the passes compute it."""
     lh = cst[0]
     lr = cst[1]
     zero = cst[2]
@@ -942,22 +856,13 @@ def _bound_sum(w, ki, zero):
 def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1,
                  adj, rule, safeguard, prune, labels, slabels, Y, F, SP, status, pending,
                  generic=None):
-    """Samples ``rows[start:stop]`` of :func:`_assign_kernel`, with their own scratch (serial,
-    without the GIL: the blocks run on Python threads, see :func:`_assign_kernel`).
+    """Samples ``rows[start:stop]`` of :func:`_assign_kernel`, serial, without the GIL.
 
-    Two compiled versions (numba prunes the branches on ``generic is None`` by its type):
-    without ``generic``, the candidates SI+ settles are solved and a sample with any other
-    candidate is flagged in ``pending`` and left (its outputs are not written); with
-    ``generic=True``, every candidate SI+ does not settle (every one with ``safeguard``) goes
-    through :func:`solve_ratio`. A sample's outputs are those of the generic version either
-    way; the safeguard's code is compiled only when some sample needs it.
-
-    ``prune`` (rule 1 only): every candidate's score ``F + adj`` is at least
-    ``lb(c1) + adj`` with ``lb(c1) = ||q||^2/2 - sum_j max(|q_j| - lambda1, 0)^2 / (2 k_j)``
-    (the quadratic part of R at its unconstrained minimum; the ratio term is >= 0). The
-    candidate of the smallest bound is evaluated first; then, in the usual order, only the
-    candidates whose bound does not exceed the best score (plus a rounding margin). Ties go to
-    the first candidate in the usual order, as without pruning.
+    Without ``generic`` a sample with a candidate SI+ does not settle is flagged in ``pending``
+    and left unwritten for the ``generic=True`` version (same outputs; numba prunes on the type
+    of ``generic``, so the safeguard is compiled only when needed). ``prune`` (rule 1): the
+    bound of docs/algorithm.md, section "Assignment"; smallest bound first, then only the
+    candidates that can win; ties go to the first in the usual order, as without pruning.
     """
     M = Q.shape[1]
     Cd = tpos.shape[0]
@@ -1186,23 +1091,13 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
 
 def _assign_kernel(Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj, rule,
                    safeguard, labels, slabels, Y, F, SP, status, nthreads, prune=False):
-    """All n x Cd x Cs candidates and the argmin assignment.
+    """All n x Cd x Cs candidates and the argmin assignment (rule 0 "paper", 1 "objective").
 
-    Blocks of samples (``8 nthreads`` of them), taken by ``nthreads`` Python threads from a
-    queue (dynamic scheduling: a thread that loses its core takes fewer blocks) and run by
-    the GIL-free :func:`_assign_rows`; each block owns its scratch and writes only its rows of
-    ``labels, slabels, Y, F, SP, status``. ``adj[i, c1, c2]`` is the adjustment term
-    lambda_a/2 ||q_i - tau_c1 - nu_c2||^2 (used by rule 1, "objective"); rule 0 is "paper".
-    ``kmat = 1 + 2 lambda0 tau^2`` and ``kimat = 1 / kmat`` are per-cluster constants.
-    ``nthreads``: numba's thread count (the samples are cut into ``8 nthreads`` blocks).
-
-    Per sample the first SI+ support S0 = {|q| > lambda1} is the same for every candidate, so
-    the first pass is only the support sums (:func:`_first_sums2`); the second pass
-    (:func:`_check_pass2`) runs for two similarity parameters at once and, when the support
-    does not change (most candidates at the paper's lambdas), already yields the values.
-    Candidates whose support changes continue by fused passes (:func:`_si_from`); the few SI+
-    cannot settle (and all, with ``safeguard``) go through the generic :func:`solve_ratio`.
-    The batched passes compute in the dtype of ``Q``; the quartic and the scores in float64.
+    ``8 nthreads`` blocks of samples, taken from a queue by ``nthreads`` Python threads, each
+    writing only its rows. ``kmat = 1 + 2 lambda0 tau^2``, ``kimat = 1 / kmat``. S0 is the same
+    for every candidate of a sample: the first pass is only the support sums, the second
+    (two nus at once) is final when the support does not change (most candidates at the
+    paper's lambdas); the rest continue by fused passes, or :func:`solve_ratio`.
     """
     # Python threads instead of a numba prange: the parallel (parfor) build of this kernel
     # cost ~5 s of compilation per dtype on top of the serial body (docs/performance.md)
@@ -1212,8 +1107,7 @@ def _assign_kernel(Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj,
 
     rows = np.arange(Q.shape[0], dtype=np.int64)
     if not safeguard:
-        # the samples whose candidates SI+ settles (usually all); the generic version (with
-        # the safeguard) is compiled and run only for the others, with the same results
+        # SI+ only; the generic version (safeguard) for the samples it leaves: same results
         run_ranges(lambda start, stop: _assign_rows(start, stop, rows, *args), rows.shape[0],
                    blocks_per_thread=8, nthreads=nthreads)
         rows = np.flatnonzero(pending).astype(np.int64)
@@ -1221,10 +1115,6 @@ def _assign_kernel(Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj,
         run_ranges(lambda start, stop: _assign_rows(start, stop, rows, *args, generic=True),
                    rows.shape[0], blocks_per_thread=8, nthreads=nthreads)
 
-
-# --------------------------------------------------------------------------------------------
-# Python entry points (validation, preparation, the kernel call)
-# --------------------------------------------------------------------------------------------
 
 RULES = {"paper": 0, "objective": 1}
 
@@ -1253,10 +1143,9 @@ def candidate_nt(q, tau, nu, lambda0, lambda1, *, safeguard=False, return_status
     lambda0, lambda1 : float
         Weight of the min-max score and of the l1 norm (both >= 0).
     safeguard : bool, default False
-        Also run the safeguard (a grid over ``h`` with the exact inner problem, then SI+ from
-        the grid's supports and the refined minima) and keep the better point. It runs anyway
-        when SI+ fails. Needed only far from the paper's regime (large ``lambda0`` relative to
-        ``|q|``); see ``docs/algorithm.md`` for measured failure rates.
+        Also run the safeguard (a grid over ``h``, ``docs/algorithm.md``) and keep the better
+        point; it runs anyway when SI+ fails. Needed only far from the paper's regime (large
+        ``lambda0`` relative to ``|q|``; measured failure rates in ``docs/algorithm.md``).
     return_status : bool, default False
         Also return the status: 0 = SI+ converged, 1 = found by the safeguard, -1 = invalid.
 
@@ -1374,15 +1263,10 @@ def assign(Q, tau, nu, lambda0, lambda1, *, rule="objective", lambda_a=1.0, safe
         invalid, the cost of ``y = 0`` without the undefined ratio term:
         ``||q||^2 / 2 + lambda_a/2 ||q - tau - nu||^2``).
     prune : bool, default False
-        ``"objective"`` rule only (ignored otherwise, and with ``safeguard``): evaluate only the
-        candidates that can win. Every candidate's score is at least ``lb + adj`` with
-        ``lb = ||q||^2/2 - sum_j max(|q_j| - lambda1, 0)^2 / (2 k_j)`` (``k = 1 + 2 lambda0
-        tau_c1^2``; the ratio term is >= 0) and ``adj`` the adjustment term, so a candidate
-        whose bound exceeds the best score found is skipped: its score is ``+inf`` and its
-        status 2. The
-        assignment, ``Y`` and ``cost`` are those of the full evaluation (ties included; up to
-        rounding of the summation order, which can differ for the evaluated candidates). The
-        fit uses it: on real data the bound usually leaves one or two candidates per sample.
+        ``"objective"`` rule only (ignored otherwise, and with ``safeguard``): skip the
+        candidates whose lower bound (``docs/algorithm.md``, "Assignment") exceeds the best
+        score found: score ``+inf``, status 2. ``labels``, ``Y`` and ``cost`` are those of the
+        full evaluation (ties included, up to rounding). The fit uses it.
 
     Returns
     -------
@@ -1399,11 +1283,9 @@ def assign(Q, tau, nu, lambda0, lambda1, *, rule="objective", lambda_a=1.0, safe
 
     Notes
     -----
-    Samples are processed in parallel (blocks of samples taken by numba's thread count of Python
-    threads, each running a compiled, GIL-free kernel with its own scratch); results do not
-    depend on the thread count. ``Q, tau, nu`` are read in the
-    dtype of ``Q`` (float32 or float64; other input becomes float64); all sums, the quartic and
-    the scores are computed in float64.
+    Samples run in blocks on numba's thread count of Python threads; results do not depend on
+    it. ``Q, tau, nu`` are read in the dtype of ``Q`` (float32 or float64; other input becomes
+    float64); the quartic and the scores are float64.
 
     Examples
     --------

@@ -2,52 +2,10 @@
 
 Names follow ``algorithm.md`` ("Stage 2"). Samples are rows: ``Q`` (n, M), ``Y`` (n, M),
 ``tau`` (Cd, M), ``nu`` (Cs, M), ``labels = j1`` in [0, Cd), ``similarity_labels = j2`` in
-[0, Cs). ``rho(y, z) = sum_j max(y_j z_j, 0)`` (= ||y- z-||_1 + ||y+ z+||_1) and
-``sigma(y, z) = ||y * z||^2``.
-
-The stage objective (:func:`theta_objective`) is
-
-    sum_i [ lambda_a/2 ||q_i - tau_j1(i) - nu_j2(i)||^2
-            + lambda0 ( rho(y_i, tau_j1(i)) / rho(y_i, nu_j2(i)) + sigma(y_i, tau_j1(i)) ) ]
-    + lambda_e u_p(theta)
-
-Conventions (the same everywhere in this module and in ``tests/naive_theta.py``):
-
-* A sample with ``rho(y_i, nu_j2(i)) = 0`` (e.g. ``y_i = 0``: the samples whose Stage-1
-  candidates were all invalid) contributes no ratio term; its sigma and adjustment terms count.
-* The prior term of one parameter ``y``, ``f_c(y, others) = min_c1' [rho(y, tau_c1') /
-  max_c2' rho(y, nu_c2') + sigma(y, tau_c1')]`` over the OTHER parameters, equals the minimum
-  over the pairs ``(tau_c1', nu_c2')`` whose denominator ``rho(y, nu_c2')`` is positive (a pair
-  with a zero denominator is skipped). When no pair is left (no other tau, e.g. Cd = 1 for a
-  tau; no other nu, e.g. Cs = 1 for a nu; or ``rho(y, nu_c2') = 0`` for every other nu) the term
-  is 0: it is absent, as the ratio of a sample with a zero denominator is absent. (Both
-  conventions make the objective discontinuous where a denominator reaches 0; the alternative,
-  x/0 = +inf, makes the stage objective +inf whenever two parameters stop overlapping, which
-  the coupling through the prior does produce at small M. At realistic M no denominator of a
-  dense parameter is ever 0.)
-
-Stage order (the paper's): first every tau given the OLD nus, then every nu given the NEW taus.
-Within one block the updates are Jacobi: each tau_c1 sees the old values of the other taus in
-its prior, each nu_c2 the old values of the other nus, so the per-cluster problems are
-independent.
-
-Per-cluster subproblems (what the guarantees are about):
-
-* tau_c1 (members j1(i) = c1, with the old nus and the old other taus)
-      T_c1(tau) = sum_i [ lambda_a/2 ||q_i - tau - nu_j2(i)||^2
-                          + lambda0 (rho(y_i, tau)/rho(y_i, nu_j2(i)) + sigma(y_i, tau)) ]
-                  + lambda_e f_c(tau, theta without tau_c1)
-* nu_c2 (members j2(i) = c2, with the new taus and the old other nus)
-      N_c2(nu) = sum_i [ lambda_a/2 ||q_i - tau_j1(i) - nu||^2 + alpha_i / rho(y_i, nu) ]
-                 + lambda_e f_c(nu, theta without nu_c2),   alpha_i = lambda0 rho(y_i, tau_j1(i))
-
-The prior couples the parameters (tau_c1 also appears in the prior terms of every other
-parameter); those couplings are not part of the subproblems (as in ``algorithm.md``), so for
-``lambda_e > 0`` the full stage objective is not guaranteed to decrease, only every subproblem.
-For ``lambda_e = 0`` the stage objective is separable into these subproblems and cannot increase.
-Counter-example for ``lambda_e > 0`` (large lambda_e, M = 11, in ``tests/test_theta.py``): the
-taus move where their prior is absent, the nu update then moves the nu onto them and their prior
-terms return; every subproblem decreased, the stage objective rose from 369 to 518.
+[0, Cs). ``rho(y, z) = sum_j max(y_j z_j, 0)`` and ``sigma(y, z) = ||y * z||^2``. The stage
+objective is :func:`theta_objective`; the per-cluster subproblems ``T_c1`` and ``N_c2``, the
+conventions for zero denominators (shared with ``tests/naive_theta.py``), the Jacobi order and
+what is guaranteed to decrease: docs/algorithm.md, section "Stage 2: conventions and guarantees".
 
 Precision: Q and Y are read in their own dtype (float32 or float64); tau, nu, every sum and every
 objective value are float64; the returned tau and nu have the dtype of Q.
@@ -61,10 +19,8 @@ from .quartic import CACHE, internal_njit
 from .stage1 import GENERIC, INVALID, as_float_2d, solve_ratio, solve_si
 from ..core.validation import as_float_array, check_scalar
 
-# Reassociation for the reductions over coordinates (vectorised sums); no 'nnan'/'ninf'.
-# Per-row (per-sample) sums do not depend on the thread count. A loop with such a sum only
-# reads arrays: with a store, the sum's bits would depend on where the arrays lie in memory
-# (see ntnumba.model.stage1._FM).
+# fastmath of the reductions over coordinates; a loop with such a sum only reads arrays, see
+# ntnumba.model.stage1._FM (per-sample sums do not depend on the thread count)
 _FMR = {"reassoc", "contract", "nsz", "arcp"}
 
 _BS = 256             # column block of the grouped-sum kernels
@@ -79,10 +35,6 @@ TAU_NO_PRIOR = -4     # the minimiser of the data terms where the prior is absen
 TAU_PENDING = -5      # internal: left by _tau_kernel to its generic version (never returned)
 # a value p >= 0 is the prior pair (c1', c2') = divmod(p, Cs) whose quartic candidate won
 
-
-# --------------------------------------------------------------------------------------------
-# numba kernels
-# --------------------------------------------------------------------------------------------
 
 @internal_njit(fastmath=_FMR)
 def _rho_sigma(y, z):
@@ -106,13 +58,8 @@ def _rho(y, z):
 
 @njit(cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _prior_eval(y, tau, nu, skip_tau, skip_nu):
-    """f_c(y, theta without (skip_tau, skip_nu)) and its active pair.
-
-    f_c = min_c1' rho(y, tau_c1') / max_c2' rho(y, nu_c2') + sigma(y, tau_c1'), i.e. the min
-    over the pairs with a positive denominator. Returns ``(value, c1, c2)``;
-    ``(0.0, -1, -1)`` when no pair is left (no other tau, no other nu, or every denominator 0):
-    the term is absent.
-    """
+    """``(f_c, c1, c2)``: f_c(y, theta without (skip_tau, skip_nu)) and its active pair;
+    ``(0.0, -1, -1)`` when no pair has a positive denominator (the term is absent)."""
     rmax = 0.0
     c2b = -1
     for c2 in range(nu.shape[0]):
@@ -141,10 +88,7 @@ def _prior_eval(y, tau, nu, skip_tau, skip_nu):
 
 @njit(cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _prior_terms(tau, nu, out):
-    """out[p] = f_c of parameter p: taus first (p < Cd), then nus.
-
-    Serial: O((Cd + Cs)^2 M), about 2 ms at Cd = 20, Cs = 2, M = 2100.
-    """
+    """out[p] = f_c of parameter p: taus first (p < Cd), then nus (serial, O((Cd + Cs)^2 M))."""
     Cd = tau.shape[0]
     Cs = nu.shape[0]
     none = np.int64(-1)  # int64, not a literal: one compiled _prior_eval for every caller
@@ -189,12 +133,8 @@ def _sample_terms(start, stop, Q, Y, tau, nu, labels, slabels, out):
 
 @njit(nogil=True, fastmath=_FMR, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _group_sums(start, stop, Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
-    """Per group g (rows order[offsets[g]:offsets[g+1]]): sums of q, ||q||^2, w y+, w y-, y^2.
-
-    Tasks ``start:stop`` of the ``(group, column block)`` tasks; each task accumulates locally
-    and writes only its own block of its group's rows of the outputs; ``qq[g, block]`` holds the
-    block's part of ``||q||^2`` (the caller sums over blocks).
-    """
+    """Per group g (rows order[offsets[g]:offsets[g+1]]): sums of q, ||q||^2, w y+, w y-, y^2,
+    for the (group, column block) tasks ``start:stop``; ``qq[g, block]``: the block's part."""
     M = Q.shape[1]
     nb = (M + _BS - 1) // _BS
     for t in range(start, stop):
@@ -227,7 +167,6 @@ def _group_sums(start, stop, Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
             bp[g, j0 + jj] = s_p[jj]
             bm[g, j0 + jj] = s_m[jj]
             yy[g, j0 + jj] = s_y[jj]
-        # ||q||^2 of the block; the caller sums the blocks (no shared cell written here)
         qq[g, t % nb] = s_qq
 
 
@@ -270,13 +209,9 @@ def _colsum_block(Y, rows, w, pos, neg, t):
         neg[j0 + jj] = s_m[jj]
 
 
-# The row kernels of the nu steps: serial compiled kernels without the GIL (the ``_s``
-# versions), and their parallel forms, which cut the rows (or column blocks) into blocks run on
-# Python threads (ntnumba/core/parallel.py). Small calls stay serial: waking another thread costs,
-# on a shared machine (a thread without a free core), a scheduler quantum, far more than the
-# ~1-3 ms of work at COIL size (measured: Stage 2 0.07 s on one thread, 0.23 s on two with the
-# second core busy). Same arithmetic, same results (tests/test_theta.py); chosen by size
-# (rows_kernels), never by thread count.
+# Row kernels of the nu steps: serial without the GIL (``_s``) or in blocks on Python threads,
+# chosen by size, never by thread count (same results). Small calls stay serial: waking a thread
+# on a busy core costs more than the work (Stage 2 at COIL size: 0.07 s serial, 0.23 s on two).
 _SERIAL_MAX = 1 << 22  # rows x M up to which the row kernels run serially
 
 
@@ -350,25 +285,15 @@ def _tau_value(t, c, P, BP, BM, KD, tau, nu, lam_e):
 @njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, out, Told, Tnew,
                 choice, todo, generic=None):
-    """tau_c for ``c`` in ``start:stop`` with ``todo[c]``; iteration c writes only row/entry c
-    of the outputs.
+    """tau_c for ``c`` in ``start:stop`` with ``todo[c]``; iteration c writes only row/entry c.
 
-    Two compiled versions (numba prunes the branches on ``generic is None`` by its type):
-    without ``generic``, the prior pairs' problems that SI+ settles are solved and a cluster
-    with any other one is left (``choice[c] = TAU_PENDING``); with ``generic=True`` every
-    problem goes through :func:`solve_ratio`. A cluster's outputs are those of the generic
-    version either way; the safeguard's code is compiled only when a cluster needs it.
-
-    For an active cluster the candidates are the exact minimiser of the data terms (both sign
-    branches per coordinate), for lam_e > 0 the best prior pair's quartic solution on the branch
-    s = sign(P), and the old tau; the one with the smallest T_c is kept (so T_c never
-    increases). A cluster without members keeps its tau (re-seeded by the caller).
-
-    Serial and without the GIL: the clusters are shared out over Python threads
-    (:func:`ntnumba.core.parallel.run_blocks`). A ``prange`` over clusters made numba re-optimise
-    ``solve_ratio`` inside the parallel region (+3.3 s of JIT per process); one function
-    rather than a loop around a per-cluster function, since every compiled caller re-optimises
-    the code it links (about 0.5 s for the ``solve_ratio`` it calls).
+    Candidates (docs/algorithm.md, "tau: the prior through the same quartic"): the data terms'
+    exact minimiser, for lam_e > 0 the region without prior and the best prior pair's quartic
+    solution on the branch s = sign(P), and the old tau; the smallest T_c wins. A cluster
+    without members keeps its tau. Without ``generic`` a cluster that needs the safeguard is
+    left (``choice[c] = TAU_PENDING``) for the ``generic=True`` version (same outputs; numba
+    prunes on the type of ``generic``). Serial, one function on Python threads: a ``prange``
+    re-optimised ``solve_ratio`` (+3.3 s of JIT), and so does every extra compiled caller.
     """
     Cd, M = P.shape
     Cs = nu.shape[0]
@@ -414,8 +339,6 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
         ch = TAU_KEPT
         for j in range(M):
             out[c, j] = tau[c, j]
-        # the candidates in turn (the data terms' minimiser is in cand already); the lowest
-        # T_c is kept
         for step in range(3):
             code = TAU_DATA
             if step > 0 and not (lam_e > 0.0 and Cd > 1):
@@ -476,11 +399,8 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
 
 @njit(cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _cubic_root(k, b, K):
-    """Unique positive root of k x^3 - b x^2 - K (k, K > 0): argmin of k x^2/2 - b x + K/x.
-
-    Newton from x0 = max(b, 0)/k + (K/k)^(1/3) >= root, where the cubic is increasing and convex:
-    the iterates decrease monotonically to the root.
-    """
+    """Unique positive root of k x^3 - b x^2 - K (k, K > 0): argmin of k x^2/2 - b x + K/x
+    (Newton from an upper bound, where the cubic is increasing and convex: monotone)."""
     x = max(b, 0.0) / k + (K / k) ** (1.0 / 3.0)
     for _ in range(_NEWTON):
         f = x * x * (k * x - b) - K
@@ -498,14 +418,9 @@ def _cubic_root(k, b, K):
 
 @njit(cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _nu_candidates(z, Gp, Gm, bp, bm, k, outA, outB):
-    """The two candidates of one nu step (see :func:`update_theta`, Notes).
-
-    ``bp``/``bm``: linear coefficients of the surrogate on the branches nu_j = +x / nu_j = -x
-    (quadratic and linearised prior); ``Gp``/``Gm``: sum_i alpha_i |y_ij| / rho_i^2 over the
-    members with y_ij > 0 / y_ij < 0; ``k``: curvature.
-    A (majorise-minimise): the ratio terms majorised by Jensen, K_j / x on the current branch.
-    B (linearised): the ratio terms linearised on each branch; both branches free.
-    """
+    """The two candidates of one nu step: ``outA`` majorise-minimise (Jensen, K_j / x on the
+    current branch), ``outB`` the ratio terms linearised (both branches free). ``bp``/``bm``:
+    linear coefficients on nu_j = +x / -x, ``Gp``/``Gm``: sum_i alpha_i |y_ij| / rho_i^2."""
     for j in range(z.shape[0]):
         zj = z[j]
         kj = k[j]
@@ -536,10 +451,6 @@ def _nu_candidates(z, Gp, Gm, bp, bm, k, outA, outB):
             outB[j] = 0.0
 
 
-# --------------------------------------------------------------------------------------------
-# validation and preparation
-# --------------------------------------------------------------------------------------------
-
 @njit(nogil=True, fastmath=_FMR, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _data_rows(start, stop, Q, Y, out):
     """Per row ``i`` in ``start:stop``: sum (q - y)^2 and sum |y| (float64)."""
@@ -557,16 +468,7 @@ def _data_rows(start, stop, Q, Y, out):
 
 
 def data_terms(Q, Y):
-    """``(||Q - Y||_F^2, ||Y||_1)`` in float64 without an n x M temporary.
-
-    Parameters
-    ----------
-    Q, Y : ndarray of shape (n, M)
-        Same shape, float32 or float64.
-
-    Returns
-    -------
-    (float, float)
+    """``(||Q - Y||_F^2, ||Y||_1)`` in float64 without an n x M temporary (Q, Y: (n, M)).
 
     Examples
     --------
@@ -650,10 +552,6 @@ def _sample_terms_of(Q, Y, tau, nu, labels, slabels):
     return terms
 
 
-# --------------------------------------------------------------------------------------------
-# public API
-# --------------------------------------------------------------------------------------------
-
 def prior_up(tau, nu):
     """The prior ``u_p(theta)`` of the dissimilarity and similarity parameters.
 
@@ -663,10 +561,8 @@ def prior_up(tau, nu):
 
     Parameters
     ----------
-    tau : array_like of shape (Cd, M)
-        Dissimilarity parameters.
-    nu : array_like of shape (Cs, M)
-        Similarity parameters.
+    tau, nu : array_like of shape (Cd, M) and (Cs, M)
+        Dissimilarity and similarity parameters.
 
     Returns
     -------
@@ -707,18 +603,12 @@ def theta_objective(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, l
 
     Parameters
     ----------
-    Q : array_like of shape (n, M)
-        Linear maps of the samples (rows), ``X @ A.T``.
-    Y : array_like of shape (n, M)
-        NT representations (Stage 1).
-    labels : array_like of int, shape (n,)
-        Assigned dissimilarity index ``j1`` in ``[0, Cd)``.
-    similarity_labels : array_like of int, shape (n,)
-        Assigned similarity index ``j2`` in ``[0, Cs)``.
-    tau : array_like of shape (Cd, M)
-        Dissimilarity parameters.
-    nu : array_like of shape (Cs, M)
-        Similarity parameters.
+    Q, Y : array_like of shape (n, M)
+        Linear maps ``X @ A.T`` and NT representations (Stage 1) of the samples (rows).
+    labels, similarity_labels : array_like of int, shape (n,)
+        The assignments ``j1`` in ``[0, Cd)`` and ``j2`` in ``[0, Cs)``.
+    tau, nu : array_like of shape (Cd, M) and (Cs, M)
+        Dissimilarity and similarity parameters.
     lambda0, lambda_a, lambda_e : float
         Weights of the min-max score, of the adjustment term and of the prior (>= 0).
 
@@ -798,10 +688,9 @@ def theta_statistics(Q, Y, labels, similarity_labels, tau, nu, lambda0=0.03):
         Linear maps and NT representations of the samples (rows).
     labels, similarity_labels : array_like of int, shape (n,)
         The assignments ``j1`` in ``[0, Cd)`` and ``j2`` in ``[0, Cs)``.
-    tau : array_like of shape (Cd, M)
-        Dissimilarity parameters (only their number Cd is used).
-    nu : array_like of shape (Cs, M)
-        Similarity parameters (the weights ``w_i`` below use them).
+    tau, nu : array_like of shape (Cd, M) and (Cs, M)
+        Dissimilarity parameters (only their number Cd is used) and similarity parameters
+        (the weights ``w_i`` below use them).
     lambda0 : float, default 0.03
         Weight of the min-max score.
 
@@ -817,12 +706,10 @@ def theta_statistics(Q, Y, labels, similarity_labels, tau, nu, lambda0=0.03):
 
     Notes
     -----
-    The tau update needs nothing else: with ``n_c = count[c].sum()``,
-    ``P_c = lambda_a (sum_c2 sum_q[c, c2] - count[c, c2] nu_c2)`` and
-    ``k_c = lambda_a n_c + 2 lambda0 sum_yy[c]``. The nu update does not reduce to fixed sums:
-    its ratio term ``sum_i alpha_i / rho(y_i, nu)`` has one denominator per sample, so every
-    majorise-minimise step of nu needs one pass over the samples of that nu (the quadratic part
-    of nu does come from ``count``, ``sum_q`` and ``sum_qq``).
+    The tau update needs nothing else (``P`` and ``k`` of ``docs/algorithm.md``, "tau:
+    per-coordinate closed form"). The nu update does not reduce to fixed sums: its ratio term
+    ``sum_i alpha_i / rho(y_i, nu)`` has one denominator per sample, so every nu step needs a
+    pass over that nu's samples (its quadratic part comes from ``count``, ``sum_q``, ``sum_qq``).
 
     Examples
     --------
@@ -878,8 +765,7 @@ def _update_taus(stats, tau, nu, lambda0, lambda_a, lambda_e, safeguard=False):
     args = (P, stats["sum_wy_pos"], stats["sum_wy_neg"], KD, tau, nu, lambda_e, nc > 0,
             bool(safeguard), out, Told, Tnew, choice, todo)
     if not safeguard:
-        # the clusters whose prior problems SI+ settles (usually all); the generic version
-        # (with the safeguard) is compiled and run only for the others, with the same results
+        # SI+ only; the generic version (safeguard) for the clusters it leaves: same results
         run_blocks(lambda start, stop: _tau_kernel(start, stop, *args), list(range(Cd + 1)),
                    get_num_threads())
         todo[:] = choice == TAU_PENDING
@@ -890,11 +776,8 @@ def _update_taus(stats, tau, nu, lambda0, lambda_a, lambda_e, safeguard=False):
 
 
 class MemberRows:
-    """The passes of the nu step over the members ``rows`` of one nu, ``Y`` in memory.
-
-    The three row kernels of the nu step: ``rho`` (rho of the members' ``y_i`` with rows of
-    ``Z``), ``rho2`` (with two vectors in one pass) and ``colsum`` (the weighted signed column
-    sums of the majoriser). The driver gives the same interface over row blocks."""
+    """The nu step's passes over the members ``rows`` of one nu, ``Y`` in memory: ``rho``,
+    ``rho2`` (two vectors, one pass), ``colsum`` (the majoriser's weighted signed sums)."""
 
     def __init__(self, Y, rows):
         self.Y, self.rows = Y, rows
@@ -930,12 +813,8 @@ class _NuProblem:
         return self._value_from(z, rr)
 
     def value(self, z):
-        """Returns (value, rho of the members, active prior pair).
-
-        +inf if z would create a zero denominator for a member with alpha_i > 0 whose
-        denominator was positive at the start (the convention "no ratio term" would otherwise
-        reward making rho(y_i, nu) exactly 0).
-        """
+        """(value, rho of the members, active prior pair); +inf where a member with alpha_i > 0
+        and a positive denominator at the start would get rho = 0 (no reward for "no ratio")."""
         rr = np.empty(self.n_rows)
         self.members.rho(z[None, :], self.zidx, rr)
         return self._value_from(z, rr)
@@ -993,10 +872,7 @@ class _NuProblem:
 
 
 def _nu_steps(prob, z, n_steps):
-    """n_steps of the nu update; never increases prob.value. Returns (z, v0, v, accepted).
-
-    Stops early when a step gains less than the rounding level of the objective.
-    """
+    """n_steps of the nu update, never increasing prob.value: (z, v0, v, accepted)."""
     v0, rr, pair = prob.start(z)
     val = v0
     accepted = 0
@@ -1054,17 +930,13 @@ class RowsInMemory:
 
 def solve_theta(stats, rows, labels, slabels, tau, nu, *, lambda0, lambda_a, lambda_e,
                 reseed_key=None, n_nu_steps=5, safeguard=False, values=False):
-    """Stage 2 from its statistics: the tau block, re-seeding, then the nu steps.
+    """Stage 2 from its statistics (every fit's solver): tau block, re-seeding, nu steps.
 
-    The one solver of every fit (in memory, chunked, Dask, ``partial_fit``): ``stats`` are the
-    per-cluster sums of :func:`theta_statistics` (of one pass, or running sums), ``rows`` gives
-    the passes over the samples' representations that the nu steps need (``alpha``,
-    ``members``, ``q_row``: :class:`RowsInMemory`, or the driver's row blocks) and ``labels``,
-    ``slabels`` are the assignments of the samples of those passes. When the running counts
-    ``m`` of a nu exceed its members in the pass (``partial_fit``), the ratio term of those
-    members stands for that of all: their ``alpha_i`` are scaled by ``m / members``. Empty
-    parameters (no count) are re-seeded from the samples with the largest ``reseed_key``.
-    Returns float64 ``(tau_new, nu_new, details)``; see :func:`update_theta` for the method.
+    ``stats``: :func:`theta_statistics` (one pass or running sums); ``rows``: the passes the nu
+    steps need (``alpha``, ``members``, ``q_row``: :class:`RowsInMemory` or the driver's row
+    blocks) over the samples labelled ``labels``, ``slabels``. With running counts ``m`` above
+    a nu's members in the pass (``partial_fit``) their ``alpha_i`` are scaled by ``m / members``.
+    Returns float64 ``(tau_new, nu_new, details)``; the method: :func:`update_theta`.
     """
     counts = stats["count"]
     Cs = nu.shape[0]
@@ -1126,22 +998,17 @@ def update_theta(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, lamb
 
     The assignments are kept (the paper reuses Stage 1's; nothing is re-assigned). Order: every
     tau given the old nus, then every nu given the new taus (the paper's order; Jacobi inside
-    each block, see the module docs).
+    each block, docs/algorithm.md, "Stage 2: conventions and guarantees").
 
     Parameters
     ----------
-    Q : array_like of shape (n, M)
-        Linear maps of the samples (rows), ``X @ A.T``; float32 or float64.
-    Y : array_like of shape (n, M)
-        NT representations from Stage 1 (read in the dtype of Q).
-    labels : array_like of int, shape (n,)
-        Assigned dissimilarity index ``j1`` in ``[0, Cd)`` (the cluster).
-    similarity_labels : array_like of int, shape (n,)
-        Assigned similarity index ``j2`` in ``[0, Cs)``.
-    tau : array_like of shape (Cd, M)
-        Current dissimilarity parameters.
-    nu : array_like of shape (Cs, M)
-        Current similarity parameters.
+    Q, Y : array_like of shape (n, M)
+        Linear maps ``X @ A.T`` (float32 or float64) and NT representations from Stage 1 (read
+        in the dtype of Q) of the samples (rows).
+    labels, similarity_labels : array_like of int, shape (n,)
+        The assignments ``j1`` in ``[0, Cd)`` (the cluster) and ``j2`` in ``[0, Cs)``.
+    tau, nu : array_like of shape (Cd, M) and (Cs, M)
+        Current dissimilarity and similarity parameters.
     lambda0 : float, default 0.03
         Weight of the min-max score (>= 0).
     lambda_a : float, default 1.0
@@ -1156,11 +1023,9 @@ def update_theta(Q, Y, labels, similarity_labels, tau, nu, *, lambda0=0.03, lamb
     n_nu_steps : int, default 5
         Steps of the nu update (>= 0; 0 keeps the nus, except re-seeding).
     safeguard : bool, default False
-        Run the safeguard of the ratio solver (see :func:`ntnumba.kernels.candidate_nt`) for
-        every prior pair of the tau update. The support iteration alone is exact in the
-        paper's regime (lambda_e small against lambda_a n_c); with a strong prior it can stop
-        at a local solution of a pair's problem (measured in ``tests/test_theta.py``). Costs
-        about 10^4 M operations per pair: for small problems only.
+        Run the safeguard of the ratio solver (:func:`ntnumba.kernels.candidate_nt`) for every
+        prior pair of the tau update: SI+ alone is exact in the paper's regime but can stop at a
+        local solution with a strong prior. About 10^4 M operations per pair: small problems.
     return_info : bool, default False
         Also return a dict of diagnostics (see Returns).
 

@@ -1,63 +1,17 @@
 """Stage 3 of the NT clustering algorithm: the linear map ``A``.
 
-Implements "Stage 3: linear map A" of ``design/algorithm.md`` (Kostadinov et al. 2019) in the
-package's row convention: samples are rows, ``X`` is (n, N), the target ``Ybar`` is (n, M) and the
-map ``A`` is (M, N) with ``M >= N``, so that the transform domain is ``Q = X @ A.T``.
-
-The problem (``f`` of the design note)::
+Row convention: ``X`` (n, N), target ``Ybar`` (n, M), ``A`` (M, N) with ``M >= N``, so that
+``Q = X @ A.T``. The problem::
 
     f(A) = 1/2 ||X A^T - Ybar||_F^2 + lambda2/2 ||A||_F^2 + lambda3/2 ||A A^T - I||_F^2
            - lambda4 log det(A^T A)
 
-Only three statistics of the data enter ``f`` and its minimiser::
-
-    G = X^T X (N x N),   B0 = Ybar^T X (M x N),   ||Ybar||_F^2,
-
-since ``||X A^T - Ybar||^2 = <A G, A> - 2 <B0, A> + ||Ybar||^2``. They are summable over chunks
-of rows (:class:`TransformStatistics` supports ``+``): the seam for streaming and Dask fits.
-
-Exact step (the "exact formula"). For a scalar ``c`` and an M x N target ``B``, the problem
-``min_A c/2 ||A||^2 - <B, A> + R(A)`` (``R`` the three regularisers) is solved by
-``A = U diag(s') V^T`` where ``B = U diag(s) V^T`` is a thin SVD and ``s'_i`` minimises
-``phi_i(s) = (c + lambda2)/2 s^2 - s_i s + lambda3/2 (s^2 - 1)^2 - lambda4 log s^2``
-(von Neumann's trace inequality: ``<B, A> <= sum_i s_i sigma_i(A)``, with equality for shared
-singular vectors, and ``R`` depends on the singular values of ``A`` only, because
-``||A A^T - I||^2 = sum_i (sigma_i^2 - 1)^2 + M - N``). ``s'`` is computed by
-:func:`transform_singular_values`. The SVD of the M x N matrix is never formed: the N x N
-eigenproblem ``B^T B = V diag(s^2) V^T`` gives ``V`` and ``s``, and ``A = B V diag(s'/s) V^T``
-(i.e. ``U = B V diag(1/s)``). Weak directions (``s_i < 1e-3 s_max``) are re-resolved from
-``W = B V_weak`` and orthonormalised explicitly (CholeskyQR2); a missing direction gets a seeded
-random orthonormal completion, or inside :func:`update_transform` the optimal one closest to the
-current map (:func:`_anchored_null`, for ``s_i <= sqrt(eps) s_max``): in-memory, chunked and
-Dask fits agree outside the span of rank-deficient data.
-
-With ``G = X^T X = c I`` the data term is ``c/2 ||A||^2 - <B0, A> + const`` and the exact step
-with ``B = B0`` is the global minimiser of ``f``.
-
-Majorise-minimise (MM) for a general ``X``. Let ``c >= lambda_max(G)``. For any ``A_k``, with
-``D = A - A_k``::
-
-    1/2 <A G, A> = 1/2 <A_k G, A_k> + <A_k G, D> + 1/2 <D G, D>
-                <= 1/2 <A_k G, A_k> + <A_k G, D> + c/2 ||D||^2        (since G <= c I)
-
-(``<D G, D> = tr(D G D^T) <= c tr(D D^T)``). Up to constants the right-hand side is
-``c/2 ||A||^2 - <c A_k - A_k G, A>``, so the surrogate of ``f`` at ``A_k`` is
-``c/2 ||A||^2 - <B_k, A> + R(A) + const`` with::
-
-    B_k = B0 - A_k (G - c I) = Ybar^T X - A_k (X^T X - c I)      (M x N)
-
-and it is minimised exactly by the exact step on ``B_k``. The surrogate touches ``f`` at ``A_k``
-and lies above it everywhere, hence ``f(A_{k+1}) <= f(A_k)``. The iteration starts from the
-"approximate closed form" (the exact step on ``B0`` with the per-direction curvature
-``c_i = v_i^T G v_i`` in place of ``c``), or from the current ``A`` when that is better.
-
-Convergence. MM is a proximal-gradient method with step ``1/c``: its rate in a direction of
-``G`` with eigenvalue ``g`` is about ``1 - (g + mu) / (c + mu)`` (``mu`` the regulariser's
-curvature), slow for an ill-conditioned ``X^T X`` (images). :func:`update_transform` therefore
-extrapolates between steps (FISTA-type momentum from ``A_k + beta (A_k - A_{k-1})``) and keeps
-such a step only if it decreases ``f``, else takes the plain step: still monotone. A step
-(``B^T B``, ``B H``, ``A G``, the ``A^T A`` Gram, one N x N ``eigh``) costs less than one thin
-SVD of the M x N matrix (docs/research/stage3-mm-acceleration.md).
+Only ``G = X^T X``, ``B0 = Ybar^T X`` and ``||Ybar||_F^2`` enter ``f`` and its minimiser
+(:class:`TransformStatistics`, summable over row chunks: the seam for streaming and Dask fits).
+The exact step ``A = U diag(s') V^T`` of a target ``B = U diag(s) V^T`` (:func:`_closed_form`,
+:func:`transform_singular_values`), the MM steps on ``B_k = B0 - A_k (G - c I)``, their
+acceleration, the weak and null directions and the span of fewer rows than features:
+derivation: docs/algorithm.md, section "Stage 3: the linear map A".
 """
 from dataclasses import dataclass
 
@@ -78,12 +32,9 @@ from ..core.validation import as_float_array, check_choice, check_scalar
 
 
 def _serial_lapack():
-    """Context: BLAS limited to one thread around the N x N LAPACK calls (eigh, Cholesky).
-
-    Their blocked reductions synchronise the BLAS threads once per panel: at N = 500 two threads
-    gain little on an idle machine and lose up to 10x when the cores are shared (measured: eigh
-    0.04 s serial vs 0.45 s with 2 OpenBLAS threads on a loaded 2-core machine). The M x N x N
-    products keep every thread.
+    """Context: one BLAS thread around the N x N LAPACK calls (eigh, Cholesky): their panels
+    synchronise the threads (eigh at N = 500 on a loaded 2-core machine: 0.04 s serial, 0.45 s
+    on two). The M x N x N products keep every thread.
     """
     return _blas_limit(1)
 
@@ -99,28 +50,18 @@ __all__ = [
 ]
 
 _EPS = np.finfo(np.float64).eps
-# Directions with s_i < _BAND * s_max are completed by an explicit orthonormalisation (their
-# U_i = B v_i / s_i from the Gram route would lose orthogonality, ~ eps (s_max / s_i)^2).
+# weak: s_i < _BAND s_max, orthonormalised explicitly (B v_i / s_i loses ~eps (s_max / s_i)^2)
 _BAND = 1e-3
-# Below this relative size a direction of B carries no usable direction: random completion.
-_ZERO = 1e3 * _EPS
-# With an anchor (the current map): directions with s_i <= _NULL * s_max count as the null space
-# of B and are completed from the anchor (:func:`_anchored_null`). Two summation orders of the
-# float64 statistics (in-memory, chunked, Dask) differ by ~eps s_max, so directions below
-# sqrt(eps) s_max are not reproducible; the null directions of rank-deficient data lie far
-# below, COIL-20's smallest genuine ones above (docs/research/stage3-null-space-threshold.md).
+_ZERO = 1e3 * _EPS  # below, no usable direction: random completion
+# null space with an anchor (s_i <= _NULL s_max: not reproducible between summation orders),
+# completed from the anchor (docs/research/stage3-null-space-threshold.md)
 _NULL = float(np.sqrt(_EPS))
-# More weak directions than this (absolute and share of N): the exact step goes through a QR
-# of B and the SVD of R (_closed_form_qr) instead of re-resolving the weak directions.
+# more weak directions than this (count and share of N): the QR route (_closed_form_qr)
 _QR_MIN_WEAK = 16
 _QR_WEAK_SHARE = 0.125
-# The majorisation needs c >= lambda_max(G); eigvalsh is accurate to ~eps ||G||: inflate.
-_C_INFLATE = 1.0 + 1e-10
+_C_INFLATE = 1.0 + 1e-10  # c >= lambda_max(G) despite eigvalsh's ~eps ||G|| error
 
 
-# --------------------------------------------------------------------------------------------
-# Statistics
-# --------------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class TransformStatistics:
     """Sufficient statistics of ``(X, Ybar)`` for the Stage-3 problem.
@@ -138,10 +79,7 @@ class TransformStatistics:
     dtype : numpy.dtype
         dtype of the data (float32 or float64); :func:`update_transform` returns ``A`` in it.
 
-    Notes
-    -----
-    Statistics of disjoint row blocks add up: ``transform_statistics(X1, Y1) +
-    transform_statistics(X2, Y2)`` equals the statistics of the stacked rows (up to rounding).
+    Statistics of disjoint row blocks add up (``+``) to those of the stacked rows.
 
     Examples
     --------
@@ -223,20 +161,14 @@ def transform_statistics(X, Ybar):
 
 def assignment_statistics(X, Y, tau, nu, labels, similarity_labels, lambda_a=1.0, *,
                           gram=None, chunk_size=256):
-    """Statistics of the Stage-3 target ``Ybar = (Y + lambda_a T) / (1 + lambda_a)`` without
-    forming ``Ybar`` or ``T`` (``T_i = tau_j1(i) + nu_j2(i)``, both n x M).
-
-    ``Ybar^T X = (Y^T X + lambda_a (tau^T S1 + nu^T S2)) / (1 + lambda_a)`` with ``S1``, ``S2``
-    the per-cluster sums of the rows of ``X``, and ``||Ybar||^2`` from ``||Y||^2``, the
-    per-cluster sums of ``Y`` and the pair counts, in one pass over ``Y``: float64 ``Y`` as it
-    is, other dtypes in row chunks of ``chunk_size`` converted to float64 (no n x M temporary).
+    """Statistics of the target ``Ybar = (Y + lambda_a T) / (1 + lambda_a)``, ``T_i = tau_j1(i)
+    + nu_j2(i)``, without forming ``Ybar`` or ``T``: one pass over ``Y`` (float64 as it is,
+    other dtypes in float64 row chunks of ``chunk_size``) and the per-cluster sums of ``X``.
 
     Parameters
     ----------
-    X : ndarray of shape (n, N)
-    Y : ndarray of shape (n, M)
-    tau : ndarray of shape (Cd, M)
-    nu : ndarray of shape (Cs, M)
+    X, Y : ndarray of shape (n, N) and (n, M)
+    tau, nu : ndarray of shape (Cd, M) and (Cs, M)
     labels, similarity_labels : ndarray of int, shape (n,)
     lambda_a : float, default 1.0
     gram : ndarray of shape (N, N), optional
@@ -279,8 +211,7 @@ def assignment_statistics(X, Y, tau, nu, labels, similarity_labels, lambda_a=1.0
     one1[labels, np.arange(n)] = 1.0
     one2 = np.zeros((Cs, n))
     one2[sim, np.arange(n)] = 1.0
-    # one pass over Y in row chunks (float64 Y: one chunk, no conversion, the product split
-    # over the threads): Y^T X, ||Y||^2 and the per-cluster sums of y
+    # Y^T X, ||Y||^2 and the per-cluster sums of y (float64 Y: one chunk)
     step = max(n, 1) if Y.dtype == np.float64 else chunk_size
     YX = np.zeros((M, N)) if n == 0 else None
     Ys1 = np.zeros((Cd, M))
@@ -342,9 +273,6 @@ def _check_A(A, M, N, name="A"):
     return A
 
 
-# --------------------------------------------------------------------------------------------
-# Objective and gradient
-# --------------------------------------------------------------------------------------------
 def stage3_regulariser(S, M, lambda2, lambda3, lambda4):
     """lambda2/2 tr S + lambda3/2 (||S||^2 - 2 tr S + M) - lambda4 logdet S, with S = A^T A."""
     tr = float(np.trace(S))
@@ -380,10 +308,8 @@ def transform_objective(A, X=None, Ybar=None, lambda2=16.0, lambda3=16.0, lambda
     ----------
     A : array-like of shape (M, N)
         Linear map, ``M >= N``.
-    X : array-like of shape (n, N), optional
-        Data (rows are samples). Omit when ``stats`` is given.
-    Ybar : array-like of shape (n, M), optional
-        Target. Omit when ``stats`` is given.
+    X, Ybar : array-like of shape (n, N) and (n, M), optional
+        Data (rows are samples) and target; omit when ``stats`` is given.
     lambda2, lambda3, lambda4 : float, default 16.0
         Weights of the Frobenius norm, of the near-orthogonality term and of the log-determinant.
     stats : TransformStatistics, optional
@@ -440,12 +366,8 @@ def transform_gradient(A, X=None, Ybar=None, lambda2=16.0, lambda3=16.0, lambda4
 
     Parameters
     ----------
-    A : array-like of shape (M, N)
-    X : array-like of shape (n, N), optional
-    Ybar : array-like of shape (n, M), optional
-    lambda2, lambda3, lambda4 : float, default 16.0
-    stats : TransformStatistics, optional
-        Use instead of ``X`` and ``Ybar``.
+    A, X, Ybar, lambda2, lambda3, lambda4, stats
+        As in :func:`transform_objective`.
 
     Returns
     -------
@@ -479,9 +401,6 @@ def transform_gradient(A, X=None, Ybar=None, lambda2=16.0, lambda3=16.0, lambda4
     return grad
 
 
-# --------------------------------------------------------------------------------------------
-# The per-direction quartic
-# --------------------------------------------------------------------------------------------
 def transform_singular_values(s, c, lambda2=16.0, lambda3=16.0, lambda4=16.0):
     """Singular values of the exact Stage-3 step: the positive root of the per-direction quartic.
 
@@ -564,17 +483,10 @@ def transform_singular_values(s, c, lambda2=16.0, lambda3=16.0, lambda4=16.0):
     return x
 
 
-# --------------------------------------------------------------------------------------------
-# The exact step
-# --------------------------------------------------------------------------------------------
 def _orthonormal_completion(W, U_strong, rng):
-    """Orthonormalise the columns of ``W`` (M x k) against ``U_strong`` and among themselves.
-
-    Gram-Schmidt semantics (column j is combined from columns 1..j only, signs kept), so the
-    columns should come in order of decreasing importance. A column lost in the projection is
-    replaced by a random one. Uses CholeskyQR2 (two Gram + Cholesky passes: fast, and accurate
-    because the normalised columns are nearly orthogonal); Householder QR as the fallback.
-    """
+    """The columns of ``W`` (M x k, most important first) orthonormalised against ``U_strong``
+    and among themselves with Gram-Schmidt semantics (signs kept; a lost column replaced at
+    random): CholeskyQR2, Householder QR as the fallback."""
     M, k = W.shape
     Z = W.copy()
     for _ in range(4):
@@ -607,14 +519,9 @@ def _orthonormal_completion(W, U_strong, rng):
 
 
 def _refine_weak(B, Vw, floor):
-    """Accurate singular directions of ``B`` inside the span of ``Vw`` (its weak subspace).
-
-    The Gram route resolves singular values only down to ~sqrt(eps) s_max, and rotations inside
-    a cluster of small ones to ~eps s_max^2 / gap. The span of the weak eigenvectors is accurate
-    though, so re-solve the eigenproblem of ``W = B Vw`` (M x k) from ``W`` itself, recursively
-    on the part that is still weak relative to the current level, down to ``floor``. Returns
-    ``W = B Vw`` and ``Vw``, rotated, with column norms (the singular values) in decreasing order.
-    """
+    """``(W = B Vw, Vw)`` rotated to the accurate singular directions of ``B`` in the (accurate)
+    span of ``Vw``, column norms decreasing: the eigenproblem re-solved from ``W``, recursively
+    on the still-weak part, down to ``floor``."""
     W = B @ Vw
     Vw = Vw.copy()
     start, k = 0, Vw.shape[1]
@@ -649,16 +556,9 @@ _POLAR_COND = 1e2
 
 
 def _polar_gram(Z):
-    """The polar factor ``Z (Z^T Z)^(-1/2)`` (= ``U W^T`` of the thin SVD ``Z = U S W^T``) from
-    the k x k Gram matrix, or None when ``Z`` is not well conditioned.
-
-    With the singular values within ``_POLAR_COND`` of each other the result is orthonormal to
-    ~eps _POLAR_COND^2 and agrees with the SVD's to that order; an M x k SVD costs ~5x the Gram
-    and its eigendecomposition (M = 2100, k = 176). Otherwise the caller takes the SVD (it also
-    completes a rank-deficient ``Z``). ``Z`` is first divided by the power of two at or above
-    ``max |Z|`` (exact; the polar factor is that of any positive multiple), so that ``Z^T Z``
-    neither overflows nor falls into the subnormal range (anchors of scale 1e+-160); None also
-    when ``Z`` is not finite.
+    """The polar factor ``Z (Z^T Z)^(-1/2)`` from the k x k Gram (~5x cheaper than the SVD), or
+    None unless ``Z`` is finite with singular values within ``_POLAR_COND`` (then accurate to
+    ~eps _POLAR_COND^2). ``Z`` is scaled by a power of two first: no over/underflow in ``Z^T Z``.
     """
     if Z.shape[1] == 0 or Z.size == 0:
         return None
@@ -674,21 +574,10 @@ def _polar_gram(Z):
 
 
 def _anchored_null(anchor, V0, C0, project, lambda2, lambda3, lambda4, rng):
-    """The exact step's action on the null space ``V0`` (N x k) of ``B``, taken from the anchor.
-
-    On ``span(V0)`` the surrogate does not see ``B``: any ``U0 diag(s'_0) V0^T`` with ``U0``
-    orthonormal and orthogonal to the other left singular vectors is optimal, and a thin SVD
-    picks one from rounding (it differs between block sums in another order, hence between the
-    in-memory, chunked and Dask fits). Canonical choice: with ``D = s'(C0)`` (the quartic's
-    root for ``s = 0`` as a function of the k x k curvature ``C0 = V0^T G V0``, or ``c I``),
-    the completion ``P D V0^T`` closest to the anchor in Frobenius norm, ``P`` the polar factor
-    of ``project(anchor V0 D)`` (``project``: the complement of the other left singular
-    vectors). It depends on ``span(V0)`` only, not on the basis ``V0`` (``V0 -> V0 W``:
-    ``D -> W^T D W``, ``P -> P W``), and continuously on ``B`` and the anchor.
-
-    Returns ``(P, D, sp0)`` with ``sp0`` the eigenvalues of ``D`` (singular values of
-    ``P D V0^T``). Where the projected anchor has no action (rank-deficient ``Z``) the polar
-    factor is not unique: those columns are completed at random (seeded), as without an anchor.
+    """The exact step on the null space ``V0`` (N x k) of ``B``: ``(P, D, sp0)``, the completion
+    ``P D V0^T`` closest to the anchor (derivation: docs/algorithm.md, section "Weak and null
+    directions, and the rate of MM"); ``sp0`` the eigenvalues of ``D``, ``C0`` the curvature
+    (k x k, or a scalar ``c``). Columns where the projected anchor has no action: seeded random.
     """
     M, k = anchor.shape[0], V0.shape[1]
     if np.ndim(C0) == 0:  # one curvature c for every direction: D = s'_0 I
@@ -734,8 +623,7 @@ def _qr_factors(B):
     SVD ``R = Ur diag(s) Vt`` (``s`` descending: the singular values of ``B``)."""
     N = B.shape[1]
     with _serial_lapack():
-        # scipy's Householder QR (geqrf): ~30% faster than numpy.linalg.qr here; Qb is formed
-        # (orgqr) on another thread while this one takes the SVD of R
+        # scipy's geqrf (~30% faster than numpy's); Qb formed on another thread meanwhile
         (qf, tau), _ = scipy_qr(B, mode="raw", check_finite=False)
         R = np.triu(qf[:N])
         future = _background(_form_q, qf, tau)
@@ -746,15 +634,10 @@ def _qr_factors(B):
 
 def _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored=False,
                     anchor=None, factors=None):
-    """The exact step through ``B = Qb R`` (Householder) and the SVD of the N x N ``R``.
-
-    ``U = Qb Ur`` is orthonormal to rounding in every direction, also where ``B`` is
-    rank-deficient (there the Householder completion is one of the equally optimal choices;
-    with ``anchor``, the null space of ``B`` is completed by :func:`_anchored_null` instead,
-    and ``Qb`` is rotated in its last columns to hold that completion).
-    Cost at M = 2100, N = 500 (one thread): QR ~0.05 s, SVD of R ~0.04 s, one M x N x N product.
-    ``factored``: return ``(Qb, R, K, s')`` with ``A = Qb K`` and ``R = Qb^T B`` instead (no
-    M x N x N product). ``factors``: :func:`_qr_factors` of ``B`` when already computed.
+    """The exact step through ``B = Qb R`` (Householder) and the SVD of ``R``: orthonormal in
+    every direction (with ``anchor`` the null space from :func:`_anchored_null`, held in the
+    last columns of ``Qb``). ``factored``: ``(Qb, R, K, s')`` with ``A = Qb K``, ``R = Qb^T B``;
+    ``factors``: :func:`_qr_factors` of ``B`` when known.
     """
     N = B.shape[1]
     Qb, R, Ur, s, Vt = _qr_factors(B) if factors is None else factors
@@ -775,11 +658,9 @@ def _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored
         sp = np.concatenate([sp_r, sp0])
         K = (Ur * np.concatenate([sp_r, np.zeros(k)])) @ Vt
         K += Ur_0 @ (D @ Vt[r:])
-        # the basis [Qb Ur_r, P] Ur^T = Qb + (P - Qb Ur_0) Ur_0^T (orthonormal, holds A) and the
-        # target in it, R' = Qb'^T B = R + Ur_0 (P^T B - Ur_0^T R)
+        # the basis Qb + (P - Qb Ur_0) Ur_0^T (orthonormal, holds A) and R' = Qb'^T B in it
         R = R + Ur_0 @ (_matmul(B.T, P).T - Ur_0.T @ R)
-        update = _matmul(Ur_0, (P - _matmul(Qb, Ur_0)).T)  # N x M: its transpose has Qb's
-        # (Fortran) order
+        update = _matmul(Ur_0, (P - _matmul(Qb, Ur_0)).T)  # N x M: transposed, Qb's (F) order
         Qb += update.T
     if factored:
         return Qb, R, K, sp
@@ -788,8 +669,7 @@ def _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored
 
 
 def _many_weak(s, N):
-    """Whether more than ``_QR_WEAK_SHARE`` of the ``N`` singular values ``s`` (descending) are
-    weak (below ``_BAND`` times the largest): the closed form then takes the QR route."""
+    """Whether the descending ``s`` has too many weak values: the closed form takes the QR route."""
     s_max = s[0] if N else 0.0
     if not s_max > 0:
         return False
@@ -800,26 +680,13 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
                  info=None, factored=False, anchor=None):
     """Exact step: argmin_A c/2||A||^2 - <B, A> + R(A), through the N x N eigenproblem of B^T B.
 
-    With ``gram`` given, ``c`` is ignored and the per-direction curvature
-    ``c_i = v_i^T gram v_i`` is used (the "approximate closed form").
-    Returns ``A = U diag(s') V^T`` (M x N, float64), and with ``return_sv`` also ``s'`` (the
-    singular values of ``A``, in no particular order), from which :func:`stage3_regulariser_sv`
-    gives ``R(A)`` without the ``A^T A`` product.
-
-    ``route``: "auto" (the QR route when more than ``_QR_WEAK_SHARE`` of the directions are
-    weak, decided from the eigenvalues of ``B^T B`` alone, else the Gram route), "gram" (the
-    same choice made after the Gram route's eigendecomposition: no separate eigenvalue pass,
-    for callers that expect the Gram route), "qr_first" (the same choice made from the QR
-    route's singular values: no ``B^T B`` product or eigenvalue pass, for callers that expect
-    the QR route) or "qr" (the QR route directly). The three choosing routes take the same
-    route up to rounding at the threshold. ``info`` (a dict): receives the route taken under
-    "route".
-
-    ``anchor`` (M x N, optional): where ``B`` has a null space (singular values below
-    ``_NULL * s_max``) the minimiser is not unique; with an anchor its action there is the one
-    closest to the anchor (:func:`_anchored_null`), a function of ``B`` and the anchor only
-    (without one: whatever completion the factorisation gives). Without null directions the
-    anchor is not used and the result is the same.
+    ``gram``: per-direction curvature ``c_i = v_i^T gram v_i`` instead of ``c`` (the
+    approximate closed form). Returns ``A`` (M x N, float64), with ``return_sv`` also ``s'``
+    (its singular values, any order: :func:`stage3_regulariser_sv`). ``route``: "qr" directly,
+    or the QR route when there are many weak directions, decided from the eigenvalues of
+    ``B^T B`` ("auto"), after the Gram route's ``eigh`` ("gram") or from the QR route's
+    singular values ("qr_first"); ``info["route"]`` gets the route taken. ``anchor``: the
+    completion of the null space of ``B`` (:func:`_anchored_null`; unused without one).
     """
     M, N = B.shape
 
@@ -841,8 +708,7 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
         route = "gram"
     S = B.T @ B
     if route == "auto":
-        # the eigenvalues first (a third of the eigendecomposition's cost): the QR route,
-        # usual for image data, needs no eigenvectors of S
+        # the eigenvalues first (a third of the cost): the QR route needs no eigenvectors
         with _serial_lapack():
             w = np.linalg.eigvalsh(S)
         if _many_weak(np.sqrt(np.maximum(w[::-1], 0.0)), N):
@@ -863,9 +729,7 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
     if _many_weak(s, N):
         if info is not None:
             info["route"] = "qr"
-        # many weak directions (the closed-form start on Ybar^T X of image data: ~465 of 500
-        # at COIL size): the SVD through a Householder QR, B = Qb R, R = Ur diag(s) V^T, is
-        # accurate in every direction and cheaper than re-resolving that many weak directions
+        # many weak directions (image data): the QR route, accurate and cheaper here
         return _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored,
                                anchor)
 
@@ -881,9 +745,8 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
         if np.any(weak):
             U_s = (B @ Vs) / ss
     if np.any(weak):
-        # U on the weak subspace: refined directions, then an explicit orthonormalisation
-        # against U_s (random completion where B has no usable direction, or, with an anchor,
-        # the completion from the anchor on the null space)
+        # U on the weak subspace: refined, orthonormalised against U_s, completed at random or
+        # (null space, with an anchor) from the anchor
         zero = _ZERO if anchor is None else _NULL
         W, Vw = _refine_weak(B, V[:, weak], zero * s_max)
         norms = np.linalg.norm(W, axis=0)
@@ -919,9 +782,6 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
     return (A, sv) if return_sv else A
 
 
-# --------------------------------------------------------------------------------------------
-# The update
-# --------------------------------------------------------------------------------------------
 def _lambda_max(G):
     if G.shape[0] == 0:
         return 0.0
@@ -945,25 +805,12 @@ def stage3_regulariser_sv(sv, M, lambda2, lambda3, lambda4):
 
 def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerate,
         workspace=None):
-    """Closed-form start + MM steps on the statistics. Returns (A float64, history list).
+    """Closed-form start + MM steps on the statistics: (A float64, history list).
 
-    Every evaluated point ``A`` is paired with ``A G``: the data term is
-    ``1/2 <A G, A> - <B0, A> + 1/2 ||Ybar||^2`` (O(MN) given ``A G``, which the next step needs
-    anyway), and the regulariser of a closed-form step comes from its singular values
-    (:func:`stage3_regulariser_sv`): a step costs ``A G``, ``B^T B``, one N x N ``eigh`` and
-    ``B H``.
-
-    Reduced space. When the closed-form start goes through ``B0 = Qb R`` (the QR route, the
-    usual one for image data) and is the better start, every MM iterate stays in the span of
-    ``Qb``: with ``A = Qb K``, the surrogate's target is ``Qb (R - K (G - c I))``, and
-    ``<A G, A> = <K G, K>``, ``<B0, A> = <R, K>``, ``A^T A = K^T K``. The singular values of
-    ``A`` and ``K`` agree, and ``||A A^T - I||^2 = ||K K^T - I||^2 + M - N``. The steps then
-    work on N x N matrices (the same arithmetic, ``R`` in place of ``B0``), and ``A = Qb K`` is
-    formed once at the end.
-
-    ``workspace`` (a dict, see :func:`update_transform`): read for ``lambda_max(G)`` of the same
-    ``G`` and for ``<A_start G, A_start>`` and the singular values of ``A_start`` when
-    ``A_start`` is the ``A`` it was written for; updated with those of the returned ``A``.
+    Each point is paired with ``A G`` (the data term ``1/2 <A G, A> - <B0, A> + 1/2 ||Ybar||^2``
+    and the next step need it); a step's regulariser comes from its singular values. After a
+    winning QR-route start the steps run on ``K`` with ``A = Qb K`` (N x N, ``R`` in place of
+    ``B0``; docs/algorithm.md, "General X"). ``workspace``: see :func:`update_transform`.
     """
     G, B0 = stats.gram, stats.cross
     M = B0.shape[0]
@@ -977,9 +824,7 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
 
     candidates = []
     if init in ("best", "closed_form") or A_start is None:
-        # the route that the start took last time (same kind of data), at first the QR route
-        # (image data, whose Ybar^T X has many weak directions, need it) with the choice made
-        # from its singular values: no B0^T B0 product and eigenvalue pass of the "auto" route
+        # the start's route of last time, at first "qr_first" (image data need the QR route)
         info = {}
         Qb, R, K, sv = _closed_form(B0, None, lambda2, lambda3, lambda4, gram=G,
                                     return_sv=True, route=ws.get("start_route", "qr_first"),
@@ -1034,8 +879,7 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
         B += Bx
         B -= ZG  # B = Bx - Z (G - c I): the surrogate of f at Z
         info = {}
-        # at first the Gram route with the choice made after its eigendecomposition (the MM
-        # step's target has few weak directions: no separate eigenvalue pass)
+        # at first "gram": an MM step's target has few weak directions
         A_new, sv = _closed_form(B, c, lambda2, lambda3, lambda4, return_sv=True, anchor=Z,
                                  route=ws.get("step_route", "gram"), info=info)
         ws["step_route"] = info["route"]
@@ -1080,17 +924,10 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
     return finish(A, aga, sv)
 
 
-# --------------------------------------------------------------------------------------------
-# Fewer samples than features: Stage 3 in the span of the rows
-# --------------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class RowSpan:
-    """An orthonormal basis of the span of the rows of ``X`` and the data in it.
-
-    With ``n < N`` rows the training data span at most an ``n``-dimensional subspace of
-    ``R^N``; Stage 3 then works in it (``update_transform(..., span=...)``): its statistics are
-    those of the projected rows ``X @ basis`` (``r x r`` and ``M x r`` instead of ``N x N`` and
-    ``M x N``), see :func:`row_span`.
+    """An orthonormal basis of the span of the rows of ``X`` and the data in it, for Stage 3 in
+    the span (``n < N``; ``update_transform(..., span=...)``, :func:`row_span`).
 
     Attributes
     ----------
@@ -1135,11 +972,8 @@ class RowSpan:
 def row_span(X):
     """The span of the rows of ``X`` (:class:`RowSpan`), from the thin SVD ``X = U S W^T``.
 
-    The basis is the right singular vectors of the singular values above
-    ``max(n, N) eps s_max`` (numpy's rank tolerance: rows within rounding of a smaller span are
-    in it). Cost ``O(n^2 N)`` time, ``O(n N)`` memory; for ``n < N`` the Stage-3 statistics in
-    the span (:func:`span_statistics`) replace ``X^T X`` (``N x N``) and ``Ybar^T X``
-    (``M x N``).
+    The basis: the right singular vectors above numpy's rank tolerance ``max(n, N) eps s_max``.
+    Cost ``O(n^2 N)`` time, ``O(n N)`` memory.
 
     Parameters
     ----------
@@ -1203,9 +1037,7 @@ def orthogonal_singular_value(lambda2=16.0, lambda3=16.0, lambda4=16.0):
     lambda2/2 s^2 + lambda3/2 (s^2 - 1)^2 - lambda4 log s^2`` (the quartic's root for
     ``s_i = 0``, ``c = 0``).
 
-    Outside the span of the training rows the Stage-3 objective sees ``A`` through the
-    regulariser only, and its minimiser acts there as ``s0`` times an isometry (see
-    :func:`update_transform`, ``span``).
+    The minimiser of Stage 3 acts as ``s0`` times an isometry outside the training rows' span.
 
     Examples
     --------
@@ -1278,16 +1110,9 @@ def _span_polar(ZV, project):
 def span_map(A1, P, s0, anchor=None, anchor_span=None):
     """The map ``A = A1 P^T + s0 Omega`` (M x N) of a Stage-3 step in the span ``P`` (N x r).
 
-    ``A1`` (M x r) is the map's action on the span, ``Omega`` a partial isometry on its
-    complement (``Omega^T Omega = I - P P^T``) whose range is orthogonal to that of ``A1``:
-    the polar factor of ``(I - U U^T) W`` (``U`` an orthonormal basis of the range of ``A1``)
-    for the anchor ``W``: the current map's action outside the span divided by ``s0`` when
-    that is an isometry (``anchor``, as a map returned by this function is), else the
-    embedding ``W = [I_N; 0] (I - P P^T)`` of the complement into the first ``N`` coordinates.
-    As ``W^T W = I - P P^T``, ``(I - U U^T) W`` differs from an isometry by a term of rank at
-    most ``r``: its polar factor costs ``O(M N r)`` (the SVD of the ``r x N`` matrix
-    ``U^T W``), and the ``M x N`` result is formed once, as ``base + L R`` with ``L`` of
-    at most ``2 r`` columns.
+    ``Omega``: the polar factor of ``(I - U U^T) W`` for the anchor ``W`` (derivation:
+    docs/algorithm.md, section "Fewer samples than features"), in ``O(M N r)``; the result is
+    formed once as ``base + L R`` (``L`` of at most ``2 r`` columns).
 
     Parameters
     ----------
@@ -1352,8 +1177,7 @@ def span_map(A1, P, s0, anchor=None, anchor_span=None):
     D = np.zeros((M, sc.size))
     if Vj.shape[1]:
         D[:, keep] = _span_polar(ZV, project) - ZV
-    # A = A1 P^T + s0 (W - U C + D Vj^T), U C = U Uc diag(sc) Vc^T: a base (s0 W + A P P^T:
-    # the anchor, or s0 [I; 0]) plus one product of rank r + q
+    # A = A1 P^T + s0 (W - U C + D Vj^T): a base (the anchor, or s0 [I; 0]) plus L R
     first = A1 - AP if current else A1.copy()
     if not current:
         first[:N] -= s0 * P
@@ -1377,11 +1201,8 @@ def span_map(A1, P, s0, anchor=None, anchor_span=None):
 
 def _span_update(stats, span, A64, A_in, lambda2, lambda3, lambda4, n_steps, tol, init,
                  accelerate, workspace):
-    """Stage 3 in the span of the rows: the MM iteration on the reduced statistics (``stats``:
-    of ``X @ span.basis``) from ``A P``, then :func:`span_map`. Returns (A, history).
-
-    ``workspace`` holds the reduced problem's workspace (``"span_workspace"``, for ``span``)
-    and, for the driver, the returned ``A``, its singular values and ``<A G, A>``."""
+    """Stage 3 in the span: :func:`_mm` on the reduced ``stats`` from ``A P``, then
+    :func:`span_map`: (A, history). ``workspace["span_workspace"]``: the reduced problem's."""
     P = span.basis
     N, r = P.shape
     M = stats.cross.shape[0]
@@ -1427,10 +1248,8 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
 
     Parameters
     ----------
-    X : array-like of shape (n, N), optional
-        Data, samples as rows. Omit when ``stats`` is given.
-    Ybar : array-like of shape (n, M), optional
-        Target, ``(Y + T) / 2`` in the algorithm (``(Y + lambda_a T) / (1 + lambda_a)`` in general).
+    X, Ybar : array-like of shape (n, N) and (n, M), optional
+        Data (rows) and target ``(Y + lambda_a T) / (1 + lambda_a)``; omit with ``stats``.
     A : array-like of shape (M, N), optional
         Current map: a candidate starting point and the anchor of the online variant.
     lambda2, lambda3, lambda4 : float, default 16.0
@@ -1443,11 +1262,9 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
         Starting point of the MM steps: the approximate closed form, the given ``A``, or the one
         of the two with the lower objective (then the result is never worse than ``A``).
     accelerate : bool, default True
-        Extrapolate between MM steps (FISTA-type momentum on the surrogate's centre). A step
-        from the extrapolated point is kept only if it decreases ``f``; otherwise the momentum is
-        reset and the plain MM step from the current iterate is taken, so the iteration stays
-        monotone. Much faster when ``X^T X`` is ill-conditioned (images), see Notes. With
-        ``False``: the plain MM iteration of the design note.
+        Extrapolate between MM steps (FISTA-type); an extrapolated step is kept only if it
+        decreases ``f`` (else the plain step), so the iteration stays monotone. Much faster when
+        ``X^T X`` is ill-conditioned (images). ``False``: the plain MM iteration.
     stats : TransformStatistics, optional
         Precomputed :func:`transform_statistics` to use instead of ``X`` and ``Ybar``.
     online_rate : float in [0, 1], optional
@@ -1464,20 +1281,14 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
         iteration: it is recorded as the last entry and rejected (``A_new`` is the iterate of
         ``history[-2]`` then).
     workspace : dict, optional
-        Carried from one call to the next by the alternating driver (batch variant, float64):
-        ``lambda_max(X^T X)`` is reused while ``stats.gram`` is the same array, and
-        ``<A G, A>`` and the singular values of the returned ``A`` are reused when that ``A``
-        is the next call's ``A`` (saves an M x N x N product and a Cholesky factor per call),
-        as is the route of the closed-form start. Updated in place; results are identical with or
-        without it up to rounding of the reused products.
+        Carried between calls by the driver (batch, float64): reuses ``lambda_max(X^T X)``
+        while ``stats.gram`` is the same array, and ``<A G, A>`` and the singular values of the
+        returned ``A`` when it is the next ``A``. Updated in place; same results up to rounding.
     span : RowSpan, optional
-        Work in the span of the rows (``row_span(X)`` of ``ntnumba.model.transform``; for fewer
-        rows than features): ``stats`` are then those of the projected rows
-        (``span_statistics``, ``Ybar^T X`` of shape ``(M, r)``), ``A`` and the result are
-        ``M x N``. Outside the span the result is ``s0`` (``orthogonal_singular_value``) times
-        an isometry onto directions orthogonal to the image of the span (``span_map``), the
-        minimiser there; on the span it is the update of the reduced problem. Batch update
-        only. See Notes.
+        Work in the span of the rows (``row_span(X)`` of ``ntnumba.model.transform``; fewer rows
+        than features): ``stats`` of the projected rows (``span_statistics``, ``(M, r)``);
+        ``A`` and the result are ``M x N``, ``s0`` times an isometry outside the span (the
+        minimiser there). Batch update only. See Notes.
 
     Returns
     -------

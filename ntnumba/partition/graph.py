@@ -1,61 +1,20 @@
 """Graph assignment: spectral clustering of the samples' angular similarity.
 
-The paper's Stage-1 score compares a representation with the parameters ``tau, nu`` through
-the similarity on the support intersection, ``rho(y, z) = ||y- * z-||_1 + ||y+ * z+||_1``. The
-``assign="graph"`` rule of :class:`~ntnumba.NTClustering` applies the same measure between the
-samples themselves and clusters the resulting graph (see ``docs/results.md`` for why: the
-centroid-type Stage-1/Stage-2 alternation clusters at k-means level on the paper's data sets).
+The ``assign="graph"`` rule of :class:`~ntnumba.NTClustering` applies the paper's Stage-1
+similarity ``rho`` between the samples themselves. For random unit rows of ``A`` the normalised
+``rho`` of ``y = A x`` tends to the arc-cosine kernel of the angle between the samples
+(:func:`arccos_kernel`), so the graph is built in the samples' own ``N`` dimensions.
 
-The normalised ``rho`` of ``y = A x`` (``A`` with random unit rows, the initial map) tends, as
-the number ``M`` of rows grows, to the arc-cosine kernel ``k(t) = (sin t + (pi - t) cos t) / pi``
-of the angle ``t`` between the samples (:func:`arccos_kernel`), a decreasing function of the
-angle: the k-NN graph of the random codes is, for large ``M``, the cosine k-NN graph of the
-samples in their own ``N`` dimensions. The graph is built there (deterministic, ``M``-free;
-on the paper's data sets it scored as the ``M = 2100`` codes did, docs/performance.md). Its
-edges are weighted by the square of the kernel, kept over the kernel itself and the plain
-cosine (within 0.001 CA of the cosine on the paper's data sets; the choice was made on USPS
-of the development suite; docs/research/graph-edge-similarity.md).
+Pipeline on the rows ``X`` (scaled, :mod:`ntnumba.partition.select` applied): the ``r`` leading
+principal directions shared by all clusters are projected out (:func:`shared_directions`); the
+similarity ``S_ij = k(angle)^2`` gives a symmetrised k-NN graph with mutual-rank weights
+(:func:`mutual_rank_graph`); the ``C`` leading eigenvectors of ``D^-1/2 W D^-1/2`` are
+partitioned by column-pivoted QR (:func:`cluster_qr`); ``r`` is the candidate with the smallest
+relaxed normalised cut (ties within ``TIE`` to the larger (C+1)-th Laplacian eigenvalue), at
+most a quarter of the rank of the centred data. No n x n matrix is formed.
 
-Pipeline, on the rows ``X`` (the scaled samples, with the representation rules of
-:mod:`ntnumba.partition.select` applied):
-
-1. **Shared component.** ``X`` is centred and its ``r`` leading principal directions are
-   projected out. They are the directions shared by all clusters (on Extended Yale B the
-   illumination, whose first three principal components carry 67% of the variance); in the
-   NT model this is what the similarity parameters ``nu`` absorb, a component common to every
-   cluster that must not drive the assignment. ``r`` is chosen without labels, see 4.
-2. **Similarity and graph.** ``S_ij = k(angle between rows i and j)^2`` in [0, 1]
-   (:func:`graph_rows`, :func:`knn_search`); the symmetrised k-nearest-neighbour graph
-   (``W = (K + K^T) / 2``) with *mutual-rank* weights (:func:`mutual_rank_graph`):
-   ``K_ij = S_ij exp(-(t + b) / k)`` for the ``t``-th nearest ``j`` of ``i`` (``t < k``), where
-   ``b`` is the rank of ``i`` among the ``4 k`` nearest of ``j`` (``4 k`` when it is not
-   there). The edge set is the plain k-NN graph's; an edge keeps its similarity when the two
-   samples are near the top of each other's lists and loses it when ``j`` is a *hub* (a
-   sample near many others that are not near it; hubs appear in the k-NN lists of high-
-   dimensional data and join clusters through them). ``weighting="similarity"`` gives the
-   plain weights ``S_ij``. The mutual rank was chosen among 22 weightings
-   (docs/research/graph-edge-weights.md).
-3. **Partition.** The ``C`` leading eigenvectors of the normalised adjacency
-   ``D^-1/2 W D^-1/2`` and a partition by column-pivoted QR (``cluster_qr``, Damle et al.
-   2019; deterministic, no k-means restarts).
-4. **Choice of r without labels.** For every candidate ``r`` the relaxed C-way normalised cut
-   ``ncut = C - sum of the C largest eigenvalues of D^-1/2 W D^-1/2`` (the value spectral
-   clustering minimises) is computed; the ``r`` with the smallest cut, i.e. the representation
-   whose graph is closest to ``C`` disconnected groups, is kept. Ties (cuts within 1e-6, e.g.
-   graphs that fall apart into C or more components) go to the larger (C+1)-th eigenvalue of
-   the Laplacian ``I - D^-1/2 W D^-1/2``: exactly C groups rather than more. At most a quarter
-   of the rank of the centred data is removed (removing directions makes any k-NN graph look
-   more clustered; without the cap the cut chose ``r = N - 1`` on blobs of N = 3..6 features).
-
-Limits: the similarity depends on the angle between samples, not on their norms; that suits
-high-dimensional data (images: the paper's data sets) and not data of very few features (the
-constant coordinate of :mod:`ntnumba.partition.select` brings the distance back there).
-
-Cost: ``O(n^2 N)`` multiply-adds for the first candidate ``r`` (exact blocked search in
-float32) and as many for all the others together (:func:`knn_candidates`: one float64 product
-per block of rows, a rank-``r`` correction per candidate), or pynndescent's approximate search
-per candidate above ``EXACT_MAX`` samples; memory ``O(n N + n k)`` per candidate, no n x n
-matrix.
+Derivation, the choices and their measurements, limits and cost: docs/algorithm.md, "Graph
+assignment"; docs/research/graph-edge-similarity.md, docs/research/graph-edge-weights.md.
 """
 import os
 import sys
@@ -83,6 +42,8 @@ EXACT_MAX = 20000
 #: similarity products per block of the exact search (float32 elements, per thread)
 _BLOCK_ELEMENTS = 1 << 22
 
+#: warn about cost above this many neighbour-list entries covering over a quarter of the samples
+DENSE_ENTRIES = 10 ** 6
 _ROWS = 512  # rows per block of the n x N updates (remove_shared)
 
 
@@ -121,9 +82,7 @@ def available_memory():
 
 
 def check_memory(nbytes, what):
-    """Raise MemoryError when ``nbytes`` exceed the available memory, warn above half of it
-    (a :class:`ntnumba.MemoryUsageWarning` at the user's call,
-    :func:`ntnumba.core.validation.user_stacklevel`)."""
+    """Raise MemoryError when ``nbytes`` exceed the available memory, warn above half of it."""
     from ..core.validation import MemoryUsageWarning, user_stacklevel
 
     avail = available_memory()
@@ -141,10 +100,8 @@ def check_memory(nbytes, what):
 
 
 def _gram(Q, mean=None):
-    """``(Q - mean)^T (Q - mean)`` (float64) summed over blocks of rows on the threads.
-
-    The blocks depend on the shape only (the same bits on any thread count); no n x m copy.
-    """
+    """``(Q - mean)^T (Q - mean)`` (float64); blocks fixed by the shape: same bits on any
+    thread count."""
     n, m = Q.shape
     nb = int(min(16, max(1, n // 256)))
     bounds = [(i * n) // nb for i in range(nb + 1)]
@@ -167,10 +124,9 @@ def _gram(Q, mean=None):
 def shared_directions(X, r, *, return_sv=False):
     """Mean and the ``r`` leading principal directions of the rows of ``X``.
 
-    ``mean`` has shape (N,) and ``V`` shape (r, N), orthonormal rows (``V`` is empty for
-    ``r = 0``). One symmetric eigendecomposition of the N x N scatter matrix (computed over
-    blocks of rows, no centred copy of ``X``), or of the n x n Gram matrix when ``n < N``.
-    With ``return_sv`` also the ``r`` singular values of the centred matrix.
+    ``mean`` (N,), ``V`` (r, N) with orthonormal rows (empty for ``r = 0``), from the N x N
+    scatter or, when ``n < N``, the n x n Gram matrix. ``return_sv``: also the ``r`` singular
+    values of the centred matrix.
 
     Examples
     --------
@@ -226,9 +182,8 @@ def _shared_small(X, mean, r, return_sv):
 def principal_coordinates(X, d):
     """The centred rows of ``X`` on their ``d`` leading principal directions.
 
-    Returns ``(Z, mean, P)``: ``Z = (X - mean) P^T`` of shape (n, d), ``mean`` (N,) and ``P``
-    (d, N) with orthonormal rows (:func:`shared_directions`). The angle between two rows of
-    ``Z`` is the angle between the projections of the centred samples on the span of ``P``.
+    Returns ``(Z, mean, P)``: ``Z = (X - mean) P^T`` (n, d), ``mean`` (N,), ``P`` (d, N) with
+    orthonormal rows (:func:`shared_directions`).
 
     Examples
     --------
@@ -247,11 +202,8 @@ def principal_coordinates(X, d):
 
 
 def remove_shared(X, mean, V, *, return_coef=False):
-    """``(X - mean)`` with its components along the rows of ``V`` removed (float64).
-
-    One n x N result; the projection is subtracted in blocks of rows (no second n x N array).
-    ``return_coef``: also the n x r coefficients ``(X - mean) V^T`` that were subtracted.
-    """
+    """``(X - mean)`` with its components along the rows of ``V`` removed (float64, one n x N
+    array); ``return_coef``: also the n x r coefficients ``(X - mean) V^T`` subtracted."""
     mean = np.asarray(mean, dtype=np.float64)
     Xc = np.asarray(X).astype(np.float64) - mean
     coef = np.zeros((Xc.shape[0], V.shape[0])) if return_coef else None
@@ -268,9 +220,8 @@ def remove_shared(X, mean, V, *, return_coef=False):
 def graph_rows(X, mean, V, offset=None, weights=None):
     """The rows the graph compares: weighted, centred, shared directions removed (float64).
 
-    ``weights`` (optional, (N,)): multiply the features first (:mod:`ntnumba.partition.select`);
-    ``offset`` (optional, a number): appended to every row as one more, constant coordinate
-    (the few-features rule of :mod:`ntnumba.partition.select`; shape (n, N + 1) then).
+    ``weights`` (N,): feature weights applied first; ``offset``: a constant coordinate appended
+    to every row (shape (n, N + 1) then); both from :mod:`ntnumba.partition.select`.
 
     Examples
     --------
@@ -295,9 +246,8 @@ def _with_offset(R, offset):
 def arccos_kernel(c):
     """``k(t) = (sin t + (pi - t) cos t) / pi`` of the angle ``t = arccos(c)`` (elementwise).
 
-    The limit of the normalised NT similarity of ``y = A x`` and ``z = A x'`` for random unit
-    rows of ``A`` as their number grows (the arc-cosine kernel of degree 1, normalised): 1 for
-    equal directions, 1/pi for orthogonal ones, 0 for opposite ones; increasing in ``c``.
+    The limit of the normalised NT similarity of ``A x`` and ``A x'`` for many random unit rows
+    of ``A``: 1 for equal directions, 1/pi for orthogonal ones, 0 for opposite ones.
 
     Examples
     --------
@@ -325,13 +275,9 @@ def unit_rows(Y, dtype=np.float32):
 
 @njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _topk_rows(S, row0, exclude, idx, val):
-    """The ``k`` largest entries of every row of ``S`` (``k = idx.shape[1]``), descending.
-
-    A Numba JIT-compiled kernel. Row ``i`` of ``S`` is sample ``row0 + i`` of the search;
-    column ``exclude[row0 + i]`` is skipped (-1: none). Ties go to the smaller column. Writes
-    rows ``row0 .. row0 + S.shape[0]`` of ``idx`` and ``val`` (-1 / -inf where a row has
-    fewer than ``k`` candidates).
-    """
+    """The ``k = idx.shape[1]`` largest entries of every row of ``S`` into rows ``row0..`` of
+    ``idx``, ``val`` (descending, ties to the smaller column, column ``exclude[row0 + i]``
+    skipped; -1 / -inf where fewer than ``k``). A Numba JIT-compiled kernel."""
     b, n = S.shape
     k = idx.shape[1]
     for i in range(b):
@@ -362,10 +308,7 @@ def _topk_rows(S, row0, exclude, idx, val):
 
 @njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _row_sq(Y, out, start, stop):
-    """Squared norms of the rows ``start..stop`` of ``Y`` (float64 sums in column order).
-
-    A Numba JIT-compiled kernel.
-    """
+    """Squared norms of the rows ``start..stop`` of ``Y`` (float64). A Numba JIT kernel."""
     for i in range(start, stop):
         a = 0.0
         for t in range(Y.shape[1]):
@@ -375,11 +318,8 @@ def _row_sq(Y, out, start, stop):
 
 @njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _pair_cosine(Y, Yref, nn, asq, bsq, out, start, stop):
-    """Cosine between ``Y[i]`` and ``Yref[nn[i, j]]`` for rows ``start..stop``.
-
-    A Numba JIT-compiled kernel (float64 sums); ``asq``, ``bsq``: the squared row norms of
-    ``Y`` and ``Yref`` (:func:`_row_sq`). ``nn`` entries of -1 and zero rows give 0.
-    """
+    """Cosine between ``Y[i]`` and ``Yref[nn[i, j]]`` for rows ``start..stop`` (float64; 0 for
+    ``nn`` -1 or a zero row); ``asq``, ``bsq``: squared row norms. A Numba JIT kernel."""
     m = Y.shape[1]
     for i in range(start, stop):
         a = asq[i]
@@ -396,11 +336,8 @@ def _pair_cosine(Y, Yref, nn, asq, bsq, out, start, stop):
 
 
 def pair_similarity(Y, Yref, nn):
-    """Graph similarities ``S[i, j] = k(Y[i], Yref[nn[i, j]])`` (float64, exact).
-
-    ``k``: the square of :func:`arccos_kernel` of the cosine (module docs); 0 where ``nn`` is
-    -1 or a row is zero.
-    """
+    """Graph similarities ``arccos_kernel(cos(Y[i], Yref[nn[i, j]]))**2`` (float64, exact;
+    0 where ``nn`` is -1 or a row is zero)."""
     Y = np.ascontiguousarray(Y, dtype=np.float64)
     Yref = Y if Yref is None else np.ascontiguousarray(Yref, dtype=np.float64)
     nn = np.ascontiguousarray(nn, dtype=np.int64)
@@ -440,17 +377,12 @@ def _knn_exact(Z, Zref, k, exclude):
 
 @njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _topk_candidates(G, row0, coefT, rs, inv, idx, val):
-    """The ``k`` most similar columns of every row of a block, for every candidate ``r``.
+    """:func:`_topk_rows` (self skipped) of every candidate ``rs[c]``'s cosines for a block
+    of rows ``row0..``, into ``idx[c]``, ``val[c]``. A Numba JIT-compiled kernel.
 
-    A Numba JIT-compiled kernel. ``G[i, j] = <y_i, y_j>`` (row ``i`` of the block is sample
-    ``row0 + i``) for the rows ``y`` with the last candidate's ``rs[-1]`` directions removed;
-    ``coefT`` (rs[-1], n) their coefficients along those directions. The rows of candidate
-    ``rs[c]`` have the directions ``rs[c]..rs[-1]-1`` back, so their products are
-    ``G[i, j] + sum_{t >= rs[c]} coefT[t, row0 + i] coefT[t, j]`` (accumulated from the last
-    candidate to the first), their cosines those times ``inv[c, row0 + i] inv[c, j]`` (the
-    inverse norms, 0 for a zero row). Writes rows ``row0 .. row0 + b`` of ``idx[c]`` and
-    ``val[c]`` (descending cosine, ties to the smaller column, the sample itself skipped), as
-    :func:`_topk_rows` on every candidate's cosines.
+    ``G``: products of the rows with all ``rs[-1]`` directions removed; candidate ``rs[c]``'s
+    products add ``sum_{t >= rs[c]} coefT[t, i] coefT[t, j]`` (accumulated from the last
+    candidate down), times the inverse norms ``inv[c]`` (0 for a zero row).
     """
     b, n = G.shape
     nc = rs.shape[0]
@@ -500,17 +432,13 @@ def _topk_candidates(G, row0, coefT, rs, inv, idx, val):
 def knn_candidates(X, mean, V, rs, k, offset=None):
     """Exact k-NN lists (self excluded) of the graph's rows of every candidate ``r``, one pass.
 
-    The rows of candidate ``r`` are ``graph_rows(X, mean, V[:r], offset)``. With ``R`` the rows
-    of the largest candidate and ``P = (X - mean) V^T`` the coefficients removed from them, the
-    rows of candidate ``r`` are ``R + P[:, r:] V[r:]`` with ``R`` orthogonal to ``V``: their
-    products are ``R R^T + P[:, r:] P[:, r:]^T`` and their squared norms ``|R|^2 + |P[:, r:]|^2``
-    (sums of non-negative parts: no cancellation where the removed directions carry most of
-    the energy). One float64 product ``R_block R^T`` per block of rows serves every candidate
-    (:func:`_topk_candidates`); memory ``O(block x n + candidates x n k)``, no n x n matrix.
+    Candidate ``r``'s rows are ``graph_rows(X, mean, V[:r], offset) = R + P[:, r:] V[r:]``
+    (``R``: the largest candidate's rows, orthogonal to ``V``; ``P = (X - mean) V^T``), so one
+    float64 product ``R_block R^T`` per block serves every candidate, with norms
+    ``|R|^2 + |P[:, r:]|^2`` (no cancellation); no n x n matrix.
 
-    Returns ``{r: idx}``, ``idx`` of shape (n, k) int64 by decreasing cosine (float64; the
-    exact similarities are :func:`pair_similarity`'s). The same lists as :func:`knn_search`
-    (``exclude_self=True``) on every candidate's rows up to the order of near-ties.
+    Returns ``{r: idx}``, ``idx`` (n, k) int64 by decreasing cosine: :func:`knn_search`'s lists
+    (``exclude_self=True``) up to the order of near-ties.
 
     Examples
     --------
@@ -585,8 +513,7 @@ def knn_search(Y, k, *, Y_ref=None, exclude_self=False, exclude=None, method="au
     Parameters
     ----------
     Y, Y_ref : ndarray of shape (n, m), (n_ref, m)
-        The rows the graph compares (:func:`graph_rows`); similarity: the
-        square of the :func:`arccos_kernel` of their cosine (the order is the cosine's).
+        The rows the graph compares (:func:`graph_rows`), ordered by cosine.
     k : int
         Number of neighbours (capped at the number of candidates).
     exclude_self : bool, default False
@@ -594,10 +521,9 @@ def knn_search(Y, k, *, Y_ref=None, exclude_self=False, exclude=None, method="au
     exclude : None or int array of shape (n,)
         A row of ``Y_ref`` that is not a neighbour of that row of ``Y`` (-1: none).
     method : {"auto", "exact", "approximate"}, default "auto"
-        ``"exact"``: blocked products of the float32 unit rows (:func:`unit_rows`),
-        memory ``O(n k)`` plus one block of similarities per thread. ``"approximate"``:
-        pynndescent's nearest-neighbour descent on the same rows (cosine). ``"auto"``: exact
-        up to ``EXACT_MAX`` reference samples.
+        ``"exact"``: blocked products of the float32 unit rows (memory ``O(n k)`` plus a
+        block per thread); ``"approximate"``: pynndescent (cosine); ``"auto"``: exact up to
+        ``EXACT_MAX`` reference samples.
     random_state : int or None
         Seed of the approximate search.
 
@@ -675,12 +601,8 @@ WEIGHTINGS = ("mutual-rank", "similarity")
 
 
 def reverse_ranks(idx):
-    """Rank of every sample in the lists of its neighbours: ``back[i, t]`` is the position of
-    ``i`` in the list of ``j = idx[i, t]`` (0 for its nearest), ``L = idx.shape[1]`` when ``i``
-    is not in that list (or ``j < 0``).
-
-    One sort of the ``n L`` (list, neighbour) keys and a binary search per entry:
-    ``O(n L log(n L))`` time, ``O(n L)`` memory.
+    """``back[i, t]``: the position of ``i`` in the list of ``j = idx[i, t]`` (0 for its
+    nearest; ``L = idx.shape[1]`` when absent or ``j < 0``). ``O(n L log(n L))`` time.
 
     Examples
     --------
@@ -712,13 +634,9 @@ def reverse_ranks(idx):
 def mutual_rank_graph(idx, sim, k, n=None):
     """The k-NN graph with mutual-rank weights (module docs, step 2).
 
-    ``idx``, ``sim`` (n, L): every sample's ``L >= k`` nearest neighbours by decreasing
-    similarity. ``K_ij = S_ij exp(-(t + b) / k)`` for the ``k`` nearest ``j = idx[i, t]``,
-    ``t < k``, where ``b`` is the rank of ``i`` in the list of ``j`` (:func:`reverse_ranks`;
-    ``L`` when absent); returns ``W = (K + K^T) / 2`` (CSR). The same edges as
-    :func:`knn_graph` of the first ``k`` neighbours; an edge between mutual near neighbours
-    keeps most of its similarity, an edge to a sample that does not count ``i`` among its own
-    ``L`` nearest (a hub) keeps at most ``exp(-L / k)`` of it.
+    ``idx``, ``sim`` (n, L): every sample's ``L >= k`` nearest neighbours, descending.
+    ``K_ij = S_ij exp(-(t + b) / k)`` for ``j = idx[i, t]``, ``t < k``, ``b`` from
+    :func:`reverse_ranks`; returns ``W = (K + K^T) / 2`` (CSR), the edges of :func:`knn_graph`.
 
     Examples
     --------
@@ -736,24 +654,17 @@ def mutual_rank_graph(idx, sim, k, n=None):
     return knn_graph(idx[:, :k], np.asarray(sim, dtype=np.float64)[:, :k] * w, n)
 
 
-#: above this many samples the eigensolver runs Lanczos on the normalised adjacency instead of
-#: shift-invert on the Laplacian (whose sparse LU fills in on large k-NN graphs)
-#: (shift-invert on 5000 blobs in 100 dimensions, a graph with the clusters destroyed by r = 8:
-#: 5.7 s against 0.1 s; on 20000: 10 s against 0.2 s with r = 0; on the paper's sets, all
-#: below 3000 samples, both give the same labels)
+#: above this many samples Lanczos on the normalised adjacency replaces shift-invert on the
+#: Laplacian, whose sparse LU fills in on large graphs (docs/algorithm.md, "Cost")
 SHIFT_INVERT_MAX = 3000
 
 
 def spectral_embedding(W, n_clusters, *, random_state=None):
     """Leading eigenpairs of the normalised adjacency ``D^-1/2 W D^-1/2`` (sparse ``W``).
 
-    Returns ``(values, maps, ncut)``: the ``n_clusters + 1`` largest eigenvalues (descending;
-    ``n_clusters`` when the graph is that small), the eigenvectors of the first ``n_clusters``
-    scaled by ``D^-1/2`` (rows are samples) and the relaxed normalised cut
-    ``n_clusters - sum(values[:n_clusters])``. Isolated samples get a self-loop so that ``D`` is
-    invertible. Dense ``eigh`` up to 200 samples; shift-invert Lanczos on the Laplacian (as
-    scikit-learn's ``spectral_embedding``) up to ``SHIFT_INVERT_MAX``; above, Lanczos on the
-    normalised adjacency, memory ``O(nnz(W))``.
+    Returns ``(values, maps, ncut)``: the ``C + 1`` largest eigenvalues (descending; ``C``
+    when the graph is that small), the first ``C`` eigenvectors scaled by ``D^-1/2`` (n, C)
+    and the relaxed cut ``C - sum(values[:C])``. Isolated samples get a self-loop.
     """
     n = W.shape[0]
     C = int(n_clusters)
@@ -789,11 +700,9 @@ def spectral_embedding(W, n_clusters, *, random_state=None):
 def _lanczos_top(Nrm, d, k, v0):
     """The ``k`` largest eigenpairs of ``Nrm = D^-1/2 W D^-1/2`` by Lanczos, no factorisation.
 
-    Every connected component of the graph gives the eigenvalue 1 (eigenvector ``D^1/2``
-    on the component), a multiplicity Lanczos cannot resolve: those eigenvectors are
-    written down (the largest components by volume first) and projected out; Lanczos
-    finds the rest on ``(I + Nrm)`` restricted to their complement (positive semi-definite,
-    the wanted eigenvalues largest).
+    Each connected component gives the eigenvalue 1 (eigenvector ``D^1/2`` on it), a
+    multiplicity Lanczos cannot resolve: those are written down (largest volume first) and
+    projected out; Lanczos finds the rest on ``I + Nrm`` in their complement.
     """
     from scipy.sparse.csgraph import connected_components
     from scipy.sparse.linalg import LinearOperator
@@ -842,10 +751,7 @@ def compact_labels(labels, n_clusters):
 
 @njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def row_hashes(Q, out, start, stop):
-    """64-bit FNV-1a hash of the float32 bits of every row (rows ``start..stop``).
-
-    A Numba JIT-compiled kernel; rows equal in float32 have equal hashes.
-    """
+    """64-bit FNV-1a hash of the float32 bits of rows ``start..stop`` (a Numba JIT kernel)."""
     for i in range(start, stop):
         h = np.uint64(14695981039346656037)
         for t in range(Q.shape[1]):
@@ -860,9 +766,8 @@ def row_hashes(Q, out, start, stop):
 def distinct_rows(Q):
     """Groups of equal rows (equal in float32): ``(first, inverse)``.
 
-    ``first`` holds the index of the first row of every group (ascending), ``inverse`` the
-    group of every row: ``Q[first][inverse]`` equals ``Q`` in float32. Hash then verify: rows
-    with equal hashes but different values stay apart.
+    ``first``: the first row of every group (ascending); ``inverse``: the group of every row,
+    ``Q[first][inverse] == Q`` in float32. Hash collisions are verified apart.
 
     Examples
     --------
@@ -895,13 +800,10 @@ _JUMP = 4.0
 def copy_factor(sim, k):
     """Typical number of near-copies of a sample, from sorted neighbour similarities.
 
-    ``sim`` (n, K): every sample's neighbour similarities, descending. For sample ``i`` with
-    dissimilarities ``d_j = 1 - sim[i, j]``, ``g_i = j + 1`` for the first ``j < K / 2`` with
-    ``d_{j+1} > 4 d_j`` (its ``j`` nearest neighbours are far closer than the next: copies of
-    the sample, e.g. a data set tiled with small noise), else 1. Returns the median of
-    ``g_i`` (1 on data without near-duplicates): the k-NN graph then takes ``k g``
-    neighbours, i.e. about ``k`` distinct ones. Without it every sample's neighbours are its
-    own copies and the graph falls apart into groups of copies.
+    ``sim`` (n, K) descending. With ``d_j = 1 - sim[i, j]``, ``g_i = j + 1`` for the first
+    ``j < K / 2`` with ``d_{j+1} > 4 d_j``, else 1; returns the median of ``g_i`` (1 without
+    near-duplicates). The graph then takes ``k g`` neighbours, about ``k`` distinct ones;
+    without it a data set tiled with small noise falls apart into groups of copies.
     """
     n, K = sim.shape
     if n == 0 or K < 2 * k:
@@ -947,14 +849,10 @@ def neighbour_lists(Y, k, copies=None, weighting="mutual-rank", method="auto",
     """The neighbour lists a k-NN graph of the rows ``Y`` is built from
     (:func:`weighted_graph`), as the graph partition searches them.
 
-    ``copies`` None: the near-copy factor ``g`` (:func:`copy_factor`) is measured on lists of
-    ``max(8 k, 32)`` neighbours (at least ``L k``) and the lists lengthened when the weighting
-    needs more; else ``g = copies``. The lists hold at least ``L k g`` neighbours (``L`` =
-    ``RANK_LISTS`` for the mutual ranks, 1 for ``"similarity"``; exactly that many when
-    ``copies`` is given), at most ``n - 1``; returns ``nn``, ``sim`` (:func:`knn_search`,
-    self excluded) and ``g``.
-    ``check(K)``, when given, is called before every search for lists of ``K`` neighbours
-    (the graph partition's memory check: the first lists and the lengthened ones).
+    ``copies`` None: ``g`` (:func:`copy_factor`) is measured on the first lists
+    (:func:`list_length`) and the lists lengthened when needed; else ``g = copies``. Returns
+    ``nn``, ``sim`` (:func:`knn_search`, self excluded; at least ``list_length(n, k, g)``
+    neighbours) and ``g``. ``check(K)`` is called before every search of ``K`` neighbours.
 
     Examples
     --------
@@ -1072,7 +970,6 @@ def graph_partition(X, n_clusters, *, n_neighbors=5, n_shared=DEFAULT_SHARED, ra
     k = int(n_neighbors)
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting: expected one of {WEIGHTINGS}, got {weighting!r}")
-    # the memory check: before every search for neighbour lists (_partition -> neighbour_lists)
     with _blas_policy():
         labels, info = _partition(X, C, k, cands, seed, return_all, knn, say, offset,
                                   weighting)
@@ -1080,13 +977,8 @@ def graph_partition(X, n_clusters, *, n_neighbors=5, n_shared=DEFAULT_SHARED, ra
 
 
 def _check_graph_memory(n, N, K, n_cands, what="the k-NN graph"):
-    """:func:`check_memory` for the k-NN graph of ``n`` rows of ``N`` features, ``K`` neighbours.
-
-    The rows (float64) and unit rows (float32), one block of similarities per thread, and per
-    neighbour 16 bytes for the lists of each of the ``n_cands`` candidates and 96 for making
-    the graph (:func:`mutual_rank_graph`: 75 at its peak). ``what`` names the graph in the
-    message (and how to do without it).
-    """
+    """:func:`check_memory` for the k-NN graph of ``n`` rows of ``N`` features, ``K`` neighbours:
+    the rows, a block per thread, 16 bytes per list entry and candidate, 96 for the graph."""
     check_memory(n * (N + 1) * (8 + 8) + get_num_threads() * min(n * n, _BLOCK_ELEMENTS) * 4
                  + n * (K + 1) * (96 + 16 * n_cands), what)
 
@@ -1104,11 +996,15 @@ def _partition(X, C, k, cands, seed, return_all, knn, say, offset=None,
         mean, V = shared_directions(Xd, 0)
         return lab[inverse], {"n_shared": 0, "ncut": {0: 0.0}, "mean": mean, "V": V,
                               "n_distinct": nd}
-    # remove at most a quarter of the directions the centred data span (their rank, at most
-    # min(n - 1, N)): removing directions makes any k-NN graph look more clustered, and on data
-    # of few features (low-dimensional blobs) the cut then prefers removing almost everything;
-    # the leading 4 r_max + 1 directions give the rank when it is that small (none needed
-    # when no direction is removed)
+    K = list_length(nd, k, 1, weighting)
+    if K > nd / 4 and nd * K > DENSE_ENTRIES:  # a user's large k (near-copies excluded)
+        from ..core.validation import user_stacklevel
+        warnings.warn(f"n_neighbors={k}: the k-NN graph lists {K} of the {nd} samples for every "
+                      f"sample: a nearly complete graph, slow (its time grows as n_samples x "
+                      f"n_neighbors, for each of {len(cands)} candidate graphs); the default "
+                      "is 5", UserWarning, stacklevel=user_stacklevel())
+    # at most a quarter of the rank of the centred data (docs/algorithm.md, step 4); the
+    # leading 4 r_max + 1 directions give the rank when it is that small
     full = min(nd - 1, N)
     r_req = min(4 * max(cands) + 1, full) if max(cands) > 0 else 0
     mean, Vall, sv = shared_directions(Xd, r_req, return_sv=True)
@@ -1171,11 +1067,9 @@ def _partition(X, C, k, cands, seed, return_all, knn, say, offset=None,
 def restricted_stage1(Q, tau, nu, labels, lambda0, lambda1, lambda_a):
     """Stage 1 with the cluster fixed: for sample i only the candidates ``(labels[i], c2)``.
 
-    Returns ``(similarity_labels, Y, cost)``: the best ``c2`` by the full per-sample cost (the
-    ``objective`` rule among the allowed pairs), its representation and its cost (float64).
-    The clusters are shared out to the threads (largest first), each solved by one serial
-    :func:`ntnumba.kernels.assign` call on its rows (splitting clusters of a few dozen samples
-    over the threads cost more than it saved); the results do not depend on the thread count.
+    Returns ``(similarity_labels, Y, cost)``: the best ``c2`` by the ``objective`` rule, its
+    representation and cost (float64). Whole clusters go to the threads (largest first; small
+    clusters split over threads cost more than they saved); same results on any thread count.
     """
     from ..model.stage1 import assign
 
@@ -1219,9 +1113,8 @@ def _numba_threads(n):
 def graph_init_tau(X, labels, nu, n_clusters, rng, A=None):
     """Initial taus from a partition: ``tau_c = mean of the q_i in c - mean(nu)``.
 
-    ``q_i = A x_i`` (``A`` None: the identity); the mean of the ``q_i`` is ``A`` times the mean
-    of the ``x_i``, so no n x M array is formed. An empty cluster gets a random sample's ``q``
-    (k-means++-style re-seeding is done by Stage 2 later on).
+    ``q_i = A x_i`` (``A`` None: the identity), from the means of the ``x_i`` (no n x M
+    array); an empty cluster gets a random sample's ``q``.
     """
     X = np.asarray(X, dtype=np.float64)
     means = np.empty((n_clusters, X.shape[1]))
@@ -1236,18 +1129,11 @@ def knn_vote(Y_new, Y_ref, labels_ref, n_clusters, n_neighbors, *, exclude_self=
              exclude=None, return_votes=False, method="auto", random_state=0):
     """Out-of-sample rule of the graph mode: similarity-weighted vote of the nearest references.
 
-    For every row of ``Y_new`` the ``n_neighbors`` most similar rows of ``Y_ref``
-    (:func:`knn_search`: rows of :func:`graph_rows`, similarity ``S`` the squared arc-cosine
-    kernel of their angle) vote for their label with weight ``S``. Returns ``(labels, score)`` where
-    ``score = 1 - mean similarity to those neighbours`` (0: the direction of its neighbours,
-    1: opposite to every training sample), the quantity the rejection option thresholds.
-    ``exclude_self``: ``Y_new`` is ``Y_ref`` (training scores, leave-one-out).
-    ``exclude``: None or an int array of shape ``(n_new,)``, a row of ``Y_ref`` that does not
-    vote for that row of ``Y_new`` (-1: none); the leave-one-out vote of given training rows.
-    ``return_votes``: also return the ``(n_new, n_clusters)`` vote shares (each neighbour's
-    weight ``max(S, 0) + 1e-12`` summed per label, divided by the row's total).
-    Memory ``O(n k)`` plus one block of similarities per thread; ``method`` and
-    ``random_state`` as in :func:`knn_search`.
+    The ``n_neighbors`` most similar rows of ``Y_ref`` (:func:`knn_search`) vote for their
+    label with weight ``S``, their similarity. Returns ``(labels, score)``, ``score = 1 - mean
+    S`` (the quantity the rejection option thresholds). ``exclude_self``, ``exclude``,
+    ``method``, ``random_state``: as in :func:`knn_search` (leave-one-out votes).
+    ``return_votes``: also the (n_new, n_clusters) shares of ``max(S, 0) + 1e-12`` per label.
 
     Examples
     --------

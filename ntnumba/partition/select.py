@@ -47,6 +47,13 @@ seen in the data alone:
    themselves, with the chosen partition's ``r`` leading principal directions removed
    (``info["V"]`` mapped back to the features).
 
+5. **More features: the embedding candidate** (chosen by the cut). The rows of the kept
+   partition (weights, centring, its ``r`` directions removed) are also laid out by
+   :mod:`ntnumba.partition.embedding` (UMAP's objective) and split by k-means; that partition
+   is kept when its discrete normalised cut on the default's own k-NN graph of the same rows
+   is lower (:func:`embedding_choice`). It rescues documents (RELATHE 57 -> 83 CA) and left the
+   other kinds unchanged (docs/research/embedding-partition.md, rule R1).
+
 Rules 1 and 2 are functions of the reference set alone (:func:`graph_space`): the fit and
 ``predict`` recompute them from the same rows. The graph size ``k`` (``n_neighbors``) is the
 same for every data set (docs/research/graph-size-k.md).
@@ -193,8 +200,36 @@ def partition(X, n_clusters, p, random_state, verbose=0):
                 if better:
                     labels, info = alt
                     applied = applied + [f"{info['truncated']} principal directions"]
+            labels, kept = embedding_choice(Xw, labels, info, n_clusters, p, random_state,
+                                            verbose)
+            applied = applied + (["embedding"] if kept else [])
     info["representation"] = applied
     return labels, info
+
+
+def embedding_choice(X, labels, info, n_clusters, p, random_state, verbose=0):
+    """Rule 5 (module docs): the embedding candidate's partition of the rows the graph
+    compared (:func:`ntnumba.partition.embedding.embedding_partition`), kept when its
+    discrete normalised cut on the default's own k-NN graph of those rows is lower than that
+    of ``labels``. Equal rows count once, as in the graph. Returns ``(labels, kept)``."""
+    from .embedding import embedding_partition, partition_cut
+    from .graph import (Progress, compact_labels, distinct_rows, graph_rows, neighbour_lists,
+                        weighted_graph)
+
+    Y = graph_rows(X, info["mean"], info["V"])
+    first, inverse = distinct_rows(Y)
+    Y = Y[first]
+    if Y.shape[0] <= 2 * n_clusters:
+        return labels, False
+    emb = embedding_partition(Y, n_clusters, random_state)
+    k = p.n_neighbors
+    nn, sim, copies = neighbour_lists(Y, k, None, "mutual-rank", "auto", random_state)
+    W = weighted_graph(nn, sim, k * copies, Y.shape[0], "mutual-rank")
+    cut, cut_emb = partition_cut(W, labels[first]), partition_cut(W, emb)
+    kept = cut_emb < cut
+    Progress(verbose)(f"embedding candidate: cut {cut_emb:.6f} against {cut:.6f}: "
+                      + ("kept" if kept else "not kept"))
+    return (compact_labels(emb[inverse], n_clusters), True) if kept else (labels, False)
 
 
 def chosen_cut(info):
