@@ -304,8 +304,11 @@ def main(argv=None):
                     "threads": {v: os.environ.get(v, "unset") for v in THREADS}},
            "sets": {}, "skipped": {}}
     os.makedirs(args.out, exist_ok=True)
-    rng = np.random.default_rng(0)  # numba compiled outside the timings
-    NTClustering(2, n_components=16, random_state=0).fit(rng.standard_normal((40, 8)))
+    rng = np.random.default_rng(0)  # numba compiled outside the timings (> 16 features: the
+    warm = np.repeat(3 * rng.standard_normal((3, 40)), 30, axis=0)  # path of images)
+    warm += rng.standard_normal(warm.shape)
+    for kw in ({}, {"learn_transform": False}):
+        _fit(NTClustering(3, random_state=0, **kw), warm)
     for name in names:
         X, y = load_set(name)
         if X.shape[1] > args.max_features:
