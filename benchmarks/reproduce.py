@@ -25,6 +25,7 @@ Usage::
     python -m benchmarks.reproduce --datasets orl --runs 2 --out /tmp/r
     python -m benchmarks.reproduce --quick --out /tmp/r   # no data folder needed
     python -m benchmarks.reproduce --suite dev         # held-out data sets (devsuite.py)
+    python -m benchmarks.reproduce --table5 --out docs # Table 5 over seeds, iterations (table5.py)
 
 The data sets are read through :func:`benchmarks.datasets.get_data_home` (``NTNUMBA_DATA`` or
 ``../shared/data``; see ``docs/datasets.md``). When one is missing the command says so in one
@@ -423,6 +424,8 @@ def write_markdown(res, path, plots):
               + (f"{pp['knn_nt']:.1f} / {pp['knn_raw']:.1f}" if pp else "-")
               + f" | {k['train_ca']:.1f} | {k['heldout_predict_ca']:.1f} |")
         a("")
+    a(table5_section(os.path.dirname(path)))  # ``--table5``'s section (its markers if none)
+    a("")
     if "rejection" in res["datasets"][ds[0]]:
         a("## Rejection option")
         a("")
@@ -462,6 +465,17 @@ def write_markdown(res, path, plots):
         a(notes)
     with open(path, "w") as fh:
         fh.write("\n".join(L) + "\n")
+
+
+def table5_section(out):
+    """The section of ``python -m benchmarks.table5`` from ``<out>/table5.json``, or its empty
+    markers (filled by that command)."""
+    from . import table5
+    path = os.path.join(out, "table5.json")
+    if not os.path.exists(path):
+        return "\n".join(table5.MARK)
+    with open(path) as fh:
+        return table5.section(json.load(fh))
 
 
 def make_plots(res, out):
@@ -522,8 +536,12 @@ def make_plots(res, out):
 
 # --------------------------------------------------------------------------- main
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--table5" in argv:  # the learned transform's check: benchmarks/table5.py
+        from . import table5
+        return table5.main([a for a in argv if a != "--table5"])
     from .devsuite import suite_hook  # --suite dev: the development benchmark
-    suite = suite_hook(sys.argv[1:] if argv is None else list(argv))
+    suite = suite_hook(argv)
     if suite is not None:
         return suite
     ap = argparse.ArgumentParser(prog="python -m benchmarks.reproduce", description=__doc__,
