@@ -14,7 +14,7 @@ _IMPORTLIB_DIR = os.path.dirname(os.path.abspath(importlib.__file__)) + os.sep
 
 
 class MemoryUsageWarning(UserWarning):
-    """A fit's estimated memory is above half of the memory available to the process.
+    """A fit's estimated memory is above half of the memory available (the model's: or 2 GiB).
 
     Shown by Python's default warning filters (a ``UserWarning``); the fit goes on. Above all
     of the available memory the fit raises a ``MemoryError`` naming the fix instead. Filter it

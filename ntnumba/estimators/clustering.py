@@ -20,9 +20,11 @@ from ..partition import select
 from ..engine.passes import best_scores as _best_scores
 from ..engine.passes import tukey_fence as _tukey_fence
 from ..model.stage1 import RULES, assign
-from ..engine.sources import INFERENCE_BYTES, LocalBackend, MemoryBlocks, memory_source
-from ..core.validation import (Boolean, Interval, Options, Seed, Sequence, check_choice,
-                               check_finite, check_scalar, user_stacklevel, validate_params)
+from ..engine.sources import (INFERENCE_BYTES, MEMORY_BUDGET, LocalBackend, MemoryBlocks,
+                              memory_source)
+from ..core.validation import (Boolean, Interval, MemoryUsageWarning, Options, Seed, Sequence,
+                               check_choice, check_finite, check_scalar, user_stacklevel,
+                               validate_params)
 
 INITS = {"random", "k-means++", "kmeans", "graph"}
 _INT32_MAX = np.iinfo(np.int32).max
@@ -162,6 +164,35 @@ def _warn_feature_scales(X, standardised):
             "largest features dominate the clustering (only assign='graph' with "
             f"representation='auto' weights them). {fix}", UserWarning,
             stacklevel=user_stacklevel())
+
+
+#: the model's memory warning threshold (and half of the available memory): a 5.8 MB input of
+#: 60 x 12000 takes 2.3 GiB; above 2 GiB, machines of 8 GB and CI runners are at risk
+MODEL_WARN_BYTES = 2 << 30
+
+
+def model_memory(n, N, M, itemsize=8):
+    """Bytes of the paper's model on ``n`` rows of ``N`` features (``M = n_components``),
+    float64 values: three M x N maps, ten ``min(n, N) x (M + N)`` arrays of Stage 3, ``Q`` and
+    ``Y`` (in blocks above MEMORY_BUDGET), two N x N for float32 input; times 1.5 (measured:
+    docs/user_guide.md, "Memory of wide data")."""
+    return int(12 * (3 * M * N + 10 * min(n, N) * (M + N) + min(2 * n * M, MEMORY_BUDGET // 8)
+                     + (2 * N * N if itemsize < 8 else 0)))
+
+
+def _check_model_memory(n, p, N, itemsize):
+    """MemoryError when :func:`model_memory` exceeds the available memory, MemoryUsageWarning
+    above half of it or :data:`MODEL_WARN_BYTES` (before any work of the fit)."""
+    need, avail = model_memory(n, N, p.n_components, itemsize), graph.available_memory() or np.inf
+    if not p.learn_transform or need <= min(MODEL_WARN_BYTES, 0.5 * avail):
+        return
+    msg = (f"the fit needs about {need / 2**30:.1f} GiB ({avail / 2**30:.1f} GiB available): "
+           f"A is n_components x n_features = {p.n_components} x {N}, and Stage 3 holds up to "
+           "three such maps and its workspaces. learn_transform=False gives the same labels_ at "
+           "the default assign='graph' without them; or reduce the features first (e.g. PCA)")
+    if need > avail:
+        raise MemoryError(msg)
+    warnings.warn(msg, MemoryUsageWarning, stacklevel=user_stacklevel())
 
 
 def _graph_neighbors(p, n):
@@ -671,6 +702,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         if warm and src.N != self.n_features_in_:
             raise ValueError(f"X: has {src.N} features, but the fitted model (warm_start=True) "
                              f"has {self.n_features_in_}")
+        _check_model_memory(src.n, p, src.N, np.dtype(src.dtype).itemsize)
         seeds = check_random_state(self.random_state).randint(_INT32_MAX, size=self.n_init)
         seed = check_random_state(self.random_state).randint(_INT32_MAX)
         # every BLAS call of the fit under its BLAS thread policy
@@ -775,6 +807,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         checked = self if (cont or from_fit) else clone(self)
         X = checked._check_X(X, reset=checked is not self, dense=True)
         p = self._params(X.shape[1])
+        _check_model_memory(X.shape[0], p, X.shape[1], X.dtype.itemsize)
         X, stats = self._standardise(X, learn=not (cont or from_fit))
         src = MemoryBlocks(X)
         seed = check_random_state(self.random_state).randint(_INT32_MAX)
