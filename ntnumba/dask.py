@@ -9,9 +9,9 @@ the active ``dask.distributed`` client, ``labels_`` is a dask array, ``predict``
 Every block of rows stays on a worker, where Stage 1 runs and its ``Y`` stays; only sums
 travel, and the small updates run on the client with the in-memory driver
 (:mod:`ntnumba.engine.loop`): the result equals the in-memory fit up to rounding. A worker that
-dies is recovered by dask from the blocks' lineage; when dask gives up, the scheduler is lost
-or a pass exceeds ``timeout``, the fit raises :class:`ClusterError` and the input and the
-previous fitted state are unchanged. Details: ``docs/scaling.md``, ``docs/reliability.md``.
+dies is recovered by dask from the lineage of the blocks and shared arguments; when dask gives
+up, the scheduler is lost or a pass exceeds ``timeout``, the fit raises :class:`ClusterError`,
+the input and previous state unchanged. See ``docs/scaling.md``, ``docs/reliability.md``.
 """
 import contextlib
 import copy
@@ -52,9 +52,10 @@ class ClusterError(RuntimeError):
 #: Exceptions of dask's scheduler turned into RuntimeError (by class name: they moved between
 #: distributed's modules over versions).
 _CLUSTER_ERRORS = {"KilledWorker", "CommClosedError", "FutureCancelledError", "CancelledError",
-                   "TimeoutError", "StreamClosedError"}
+                   "FuturesCancelledError", "TimeoutError", "StreamClosedError"}
 #: Shared arguments larger than this (:func:`_shipped_bytes`: arrays, a row index, an estimator)
-#: are scattered once per pass instead of shipped with every task.
+#: travel once per pass as one task keyed on their contents (:func:`_identity`: recomputable
+#: when a worker dies, unlike scattered data) instead of with every block's task.
 _SCATTER_BYTES = 1 << 16
 #: Per-block results gathered at a time when they are folded (``combine``).
 _FOLD_BATCH = 4
@@ -94,6 +95,10 @@ def _block_arg(obj):
     if _shipped_bytes(obj) <= _SCATTER_BYTES:
         return obj
     return dask.delayed(obj, pure=False)
+
+
+def _identity(obj):
+    return obj
 
 
 def _on_worker(fn, n_threads, *args):
@@ -232,10 +237,12 @@ class DaskBackend(Blocks):
                            exc)
             raise
 
-    def _wait(self, futures):
-        """Wait for ``futures``, at most ``timeout`` seconds (RuntimeError naming the workers
-        still busy with them)."""
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+    def _deadline(self):
+        return None if self.timeout is None else time.monotonic() + self.timeout
+
+    def _wait(self, futures, deadline):
+        """Wait for ``futures`` until ``deadline`` (ClusterError naming the workers still busy
+        with them)."""
         pending = [f for f in futures if not f.done()]
         while pending:
             step = 1.0 if deadline is None else min(1.0, max(deadline - time.monotonic(), 0.0))
@@ -259,10 +266,20 @@ class DaskBackend(Blocks):
                            f"overloaded; none listed: they wait for data of such a worker). "
                            f"Raise timeout= for slow passes")
 
-    def _gather(self, futures):
+    def _gather(self, futures, deadline=None):
+        """The results of ``futures``, by ``deadline`` (default: ``timeout`` from now)."""
+        deadline = self._deadline() if deadline is None else deadline
         with self._cluster_errors():
-            self._wait(futures)
-            return self.client.gather(futures)
+            self._wait(futures, deadline)
+            if deadline is None:
+                return self.client.gather(futures)
+            try:  # bounded too: the results may sit on a worker that stopped since
+                return self.client.sync(lambda: self.client.gather(futures, asynchronous=True),
+                                        callback_timeout=max(deadline - time.monotonic(), 0.1))
+            except (TimeoutError, distributed.TimeoutError):
+                self._fail(f"the results of {len(futures)} finished task(s) could not be "
+                           f"fetched within timeout={self.timeout:g} s (a worker holding them "
+                           "stopped or hung). Raise timeout= for slow passes")
 
     def _raw_blocks(self):
         if self._raw is None:
@@ -301,11 +318,12 @@ class DaskBackend(Blocks):
     def map(self, fn, block_args=None, common=(), *, use_x=True, use_carry=False, store=False,
             blocks=None, combine=None):
         with self._cluster_errors():
-            return self._map(fn, block_args, common, use_x, use_carry, store, blocks, combine)
+            return self._map(fn, block_args, common, use_x, use_carry, store, blocks, combine,
+                             self._deadline())
 
-    def _map(self, fn, block_args, common, use_x, use_carry, store, blocks, combine):
+    def _map(self, fn, block_args, common, use_x, use_carry, store, blocks, combine, deadline):
         xf = self._blocks()
-        common = tuple(self.client.scatter([c], broadcast=True, hash=False)[0]
+        common = tuple(self.client.submit(_identity, c, pure=True)
                        if _shipped_bytes(c) > _SCATTER_BYTES else c for c in common)
         results = []
         for b in range(len(self.bounds)) if blocks is None else blocks:
@@ -318,12 +336,12 @@ class DaskBackend(Blocks):
                 f = self.client.submit(_second, f, pure=False)
             results.append(f)
         if combine is None:
-            return self._gather(results)
+            return self._gather(results, deadline)
         # fold in block order, a few results at a time: the client never holds all the
         # per-block sums (M x N each for Stage 3), and the rounding does not depend on timing
         acc = None
         for i in range(0, len(results), _FOLD_BATCH):
-            for r in self._gather(results[i:i + _FOLD_BATCH]):
+            for r in self._gather(results[i:i + _FOLD_BATCH], deadline):
                 acc = r if acc is None else combine(acc, r)
             results[i:i + _FOLD_BATCH] = [None] * len(results[i:i + _FOLD_BATCH])
         return acc

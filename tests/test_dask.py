@@ -73,23 +73,28 @@ def _signal_during_pass(monkeypatch, client, iteration, sig):
     return done
 
 
+def _count(state):
+    """Callback: the iteration the next passes belong to, for :func:`_signal_during_pass`."""
+    from ntnumba import dask as nd
+    nd.DaskBackend.n_iter_hint = state.n_iter + 1
+
+
 @pytest.mark.slow
-def test_worker_killed_during_an_iteration_is_recovered(client, monkeypatch):
+@pytest.mark.parametrize("n_components", [24, "auto"], ids=["small", "default"])
+def test_worker_killed_during_an_iteration_is_recovered(client, monkeypatch, n_components):
     """SIGKILL of a worker in the middle of an iteration's pass: dask recomputes its tasks and
-    blocks elsewhere and the fit ends with the result of an undisturbed fit."""
+    blocks elsewhere and the fit ends with the result of an undisturbed fit. At the default
+    n_components the map (2100 x 10) is a shared argument of its own task, recomputed too
+    (before: scattered, the fit ended in ClusterError or FuturesCancelledError)."""
     from ntnumba.dask import NTClustering as DaskNT
     X, _ = _blobs()
-    kw = dict(assign="objective", init="k-means++", max_iter=3, random_state=0)
-    ref = NTClustering(3, n_components=24, **kw).fit(X)
+    kw = dict(assign="objective", init="k-means++", max_iter=3, random_state=0,
+              n_components=n_components)
+    ref = NTClustering(3, **kw).fit(X)
     done = _signal_during_pass(monkeypatch, client, 2, signal.SIGKILL)
-
-    def count(state):
-        from ntnumba import dask as nd
-        nd.DaskBackend.n_iter_hint = state.n_iter + 1
-
     try:
-        model = DaskNT(3, n_components=24, **kw).fit(da.from_array(X, chunks=(30, 10)),
-                                                     callback=count, timeout=120)
+        model = DaskNT(3, **kw).fit(da.from_array(X, chunks=(30, 10)), callback=_count,
+                                    timeout=120)
     finally:
         client.wait_for_workers(2, timeout=120)
     assert len(done) == 2   # the kill happened
@@ -100,31 +105,89 @@ def test_worker_killed_during_an_iteration_is_recovered(client, monkeypatch):
 
 
 @pytest.mark.slow
-def test_stopped_worker_fails_clearly_within_the_timeout(client, monkeypatch):
+@pytest.mark.parametrize("n_components", [24, "auto"], ids=["small", "default"])
+def test_stopped_worker_fails_clearly_within_the_timeout(client, monkeypatch, n_components):
     """SIGSTOP of a worker mid-pass: dask would wait 5 minutes (worker-ttl); with timeout the
-    fit stops with one ClusterError naming the worker, and the estimator is unchanged."""
+    fit stops with one ClusterError naming the worker, and the estimator is unchanged. At the
+    default n_components the shared map travels within the timeout too (before: scattered to
+    every worker first, the stopped one included, with no bound)."""
+    import threading
     import time
     from ntnumba.dask import ClusterError, NTClustering as DaskNT
     X, _ = _blobs()
-    kw = dict(n_components=24, assign="objective", max_iter=2, random_state=0)
+    kw = dict(n_components=n_components, assign="objective", max_iter=4, random_state=0)
     client.wait_for_workers(2, timeout=120)
     DaskNT(3, **kw).fit(da.from_array(X, chunks=(30, 10)))   # every worker has its kernels
     pids = client.run(os.getpid)
-    done = _signal_during_pass(monkeypatch, client, 0, signal.SIGSTOP)
+    if n_components == 24:   # as the first pass starts
+        done, callback = _signal_during_pass(monkeypatch, client, 0, signal.SIGSTOP), None
+    else:   # after iteration 2, before Stage 1 ships the map (2100 x 10) to the workers
+        done = []
+
+        def callback(state):
+            if state.n_iter == 2:
+                os.kill(sorted(pids.values())[0], signal.SIGSTOP)
+                done.extend([True, state.n_iter])
     model = DaskNT(3, **kw)
     t0 = time.monotonic()
+
+    def resume():
+        for pid in pids.values():
+            os.kill(pid, signal.SIGCONT)
+
+    late = threading.Timer(60, resume)   # a fit that ignores the timeout fails, not hangs
+    late.start()
     try:
         # the workers named are those the scheduler runs the tasks on: none when the tasks
         # wait for blocks held by the stopped worker
         with pytest.raises(ClusterError, match=r"within timeout=20 s; workers still on them: "
                                                r"\[.*\] \(stopped, hung or overloaded"):
-            model.fit(da.from_array(X, chunks=(30, 10)), timeout=20)
+            model.fit(da.from_array(X, chunks=(30, 10)), timeout=20, callback=callback)
         elapsed = time.monotonic() - t0
     finally:
+        late.cancel()
+        resume()
+    assert len(done) == 2 and elapsed < 50
+    assert not hasattr(model, "components_")
+    client.wait_for_workers(2, timeout=120)
+
+
+@pytest.mark.slow
+def test_workers_stopped_holding_finished_results_fail_within_the_timeout(client, monkeypatch):
+    """Every worker SIGSTOPped after a pass's tasks finished, before their results are
+    fetched: ClusterError within the timeout (the fetch would wait as long as dask does)."""
+    import threading
+    import time
+    from ntnumba import dask as nd
+    X, _ = _blobs()
+    client.wait_for_workers(2, timeout=120)
+    pids = client.run(os.getpid)
+    real, done = nd.DaskBackend._wait, []
+
+    def _wait(self, futures, deadline):
+        real(self, futures, deadline)
+        if not done and self.n_iter_hint == 2:
+            done.extend(os.kill(pid, signal.SIGSTOP) for pid in pids.values())
+
+    def resume():
         for pid in pids.values():
             os.kill(pid, signal.SIGCONT)
-    assert len(done) == 2 and elapsed < 90
-    assert not hasattr(model, "components_")
+
+    monkeypatch.setattr(nd.DaskBackend, "_wait", _wait)
+    monkeypatch.setattr(nd.DaskBackend, "n_iter_hint", 0, raising=False)
+    late = threading.Timer(60, resume)   # a fit that ignores the timeout fails, not hangs
+    late.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(nd.ClusterError, match=r"finished task\(s\) could not be fetched "
+                                                  r"within timeout=20 s"):
+            nd.NTClustering(3, assign="objective", max_iter=4, random_state=0).fit(
+                da.from_array(X, chunks=(30, 10)), timeout=20, callback=_count)
+        elapsed = time.monotonic() - t0
+    finally:
+        late.cancel()
+        resume()
+    assert len(done) == 2 and elapsed < 50
     client.wait_for_workers(2, timeout=120)
 
 
@@ -264,8 +327,8 @@ def test_dask_repeated_and_near_duplicate_samples(client, monkeypatch):
 @pytest.mark.slow
 def test_shared_pass_arguments_are_scattered_once(client, monkeypatch):
     """The graph rule's vote and soft-score passes share the reference rows (a row index) and
-    the fitted estimator with every block: each is scattered once per pass, never pickled into
-    each block's task (no task argument other than a future is larger than the scatter
+    the fitted estimator with every block: each is shipped once per pass, never pickled into
+    each block's task (no block task argument other than a future is larger than the scatter
     threshold)."""
     import pickle
 
@@ -287,8 +350,9 @@ def test_shared_pass_arguments_are_scattered_once(client, monkeypatch):
     monkeypatch.setattr(client, "submit", spy)
     DaskNT(3, n_components=64, random_state=0).fit(da.from_array(X, chunks=100), client=client)
     assert len(inline) > 6
-    big = [a for a in inline if a[2] > _SCATTER_BYTES]
-    assert not big, big
+    # each travels in a task of its own (recomputable, unlike scattered data), not per block
+    big = [a for a in inline if a[2] > _SCATTER_BYTES and a[0] != "_identity"]
+    assert not big and any(a[0] == "_identity" for a in inline), big
 
 
 @pytest.mark.slow
