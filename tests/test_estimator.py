@@ -176,12 +176,14 @@ def test_n_jobs_restored_and_thread_independent():
     np.testing.assert_array_equal(a.objective_history_, b.objective_history_)
 
 
-def test_warm_start_equals_uninterrupted_fit():
-    X, _ = _blobs(n_per=15, C=3, N=5, sep=1.5, seed=9)
-    full = NTClustering(3, random_state=3, tol=0.0, n_components=15, max_iter=6).fit(X)
-    part = NTClustering(3, random_state=3, tol=0.0, n_components=15, max_iter=2,
+@pytest.mark.parametrize("n_per, N, M", [(15, 5, 15), (10, 50, 60)])  # fewer rows than
+def test_warm_start_equals_uninterrupted_fit(n_per, N, M):              # features: the span
+    X, _ = _blobs(n_per=n_per, C=3, N=N, sep=1.5, seed=9)
+    full = NTClustering(3, random_state=3, tol=0.0, n_components=M, max_iter=6).fit(X)
+    part = NTClustering(3, random_state=3, tol=0.0, n_components=M, max_iter=1,
                         warm_start=True).fit(X)
-    part.set_params(max_iter=6).fit(X)
+    for total in (3, 6):
+        part.set_params(max_iter=total).fit(X)
     np.testing.assert_array_equal(part.objective_history_, full.objective_history_)
     np.testing.assert_array_equal(part.components_, full.components_)
     np.testing.assert_array_equal(part.labels_, full.labels_)
