@@ -352,8 +352,6 @@ def iterate_blocks(ctx, state, p, rng):
         if ctx.forget is not None:
             stats3 = ctx.transform_sums = _forgotten(ctx.transform_sums, stats3, ctx.forget)
         if p.online_fraction is None:
-            if span is not None:  # the span's carried reduced map and start route change A's
-                ctx.workspace.clear()  # last bits: a warm start (A alone) would drift from it
             A = update_transform(A=A, stats=stats3, workspace=ctx.workspace, span=span,
                                  **stage3_priors(p))
         else:

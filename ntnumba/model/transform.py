@@ -1199,24 +1199,19 @@ def span_map(A1, P, s0, anchor=None, anchor_span=None):
     return out
 
 
-def _span_update(stats, span, A64, A_in, lambda2, lambda3, lambda4, n_steps, tol, init,
+def _span_update(stats, span, A64, lambda2, lambda3, lambda4, n_steps, tol, init,
                  accelerate, workspace):
     """Stage 3 in the span: :func:`_mm` on the reduced ``stats`` from ``A P``, then
-    :func:`span_map`: (A, history). ``workspace["span_workspace"]``: the reduced problem's."""
+    :func:`span_map`: (A, history). The reduced problem starts afresh from ``A P`` every call
+    (no reduced map or start route carried): the result depends on ``A`` alone, so a warm start
+    continues with the same bits as an uninterrupted fit."""
     P = span.basis
     N, r = P.shape
     M = stats.cross.shape[0]
     s0 = orthogonal_singular_value(lambda2, lambda3, lambda4)
     ws = {} if workspace is None else workspace
-    if ws.get("span") is not span:
-        ws["span"], ws["span_workspace"] = span, {}
-    sub = ws["span_workspace"]
-    if A64 is None:
-        A1_start = None
-    elif ws.get("A") is A_in and sub.get("A") is not None:
-        A1_start = sub["A"]  # the reduced map A_in was formed from (= A_in P to rounding)
-    else:
-        A1_start = _matmul(A64, P)
+    sub = {}
+    A1_start = None if A64 is None else _matmul(A64, P)
     if r:
         A1, history = _mm(stats, A1_start, lambda2, lambda3, lambda4, n_steps, tol, init,
                           accelerate, sub)
@@ -1402,7 +1397,7 @@ def _update_in_span(X, Ybar, A, span, stats, lambda2, lambda3, lambda4, n_steps,
     A64 = None if A is None else _check_A(A, M, N).astype(np.float64, copy=False)
     if workspace is not None and stats.dtype != np.float64:
         workspace = None
-    A_hat, history = _span_update(stats, span, A64, A, lambda2, lambda3, lambda4, n_steps, tol,
+    A_hat, history = _span_update(stats, span, A64, lambda2, lambda3, lambda4, n_steps, tol,
                                   init, accelerate, workspace)
     A_out = A_hat.astype(stats.dtype, copy=False)
     if return_history:
