@@ -12,8 +12,8 @@ import naive_graph
 from ntnumba import NTClustering
 from ntnumba.partition.graph import DEFAULT_SHARED, graph_partition, principal_coordinates
 from ntnumba.partition.select import (TRUNCATE_FACTOR, constant_coordinate, euclidean_graph,
-                             euclidean_partition, feature_weights, partition,
-                             truncated_partition)
+                             euclidean_partition, feature_weights, merge_small, partition,
+                             rules_partition, truncated_partition)
 
 SMALL = dict(n_components=40, random_state=0)
 
@@ -225,3 +225,63 @@ def test_truncated_rows_need_a_cut_lower_by_the_margin(monkeypatch, share, kept)
     np.testing.assert_array_equal(labels, lab_alt if kept else lab_rows)
     assert info["n_shared"] == (0 if kept else 2)
     assert ("16 principal directions" in info["representation"]) == kept
+
+
+def _blobs_and_clique(d, seed):
+    """3 blobs of 300 (unit spread, centres 7 apart) and a tight clique of 12 far away (a
+    separate component of the k-NN graph, below the 5% of n / C of rule 6)."""
+    rng = np.random.default_rng(seed)
+    centres = np.zeros((3, d))
+    centres[1, 0] = centres[2, 1] = 7.0
+    y = np.repeat(np.arange(3), 300)
+    X = np.r_[centres[y] + rng.standard_normal((900, d)), 30.0 + 0.3 * rng.standard_normal((12, d))]
+    return X, y
+
+
+@pytest.mark.parametrize("d, seed", [(2, 1), (30, 2)])
+def test_a_degenerate_partition_is_recovered(d, seed):
+    """The clique took a whole cluster (two blobs merged) by rules 1-5; rule 6 gives the
+    blobs back, the clique in one of them (the Euclidean graph at 2 features, the angular
+    graph at 30)."""
+    X, y = _blobs_and_clique(d, seed)
+    p = SimpleNamespace(n_neighbors=5, n_shared=DEFAULT_SHARED, representation="auto")
+    old, _ = rules_partition(X, 3, p, 0)
+    assert np.bincount(old).min() == 12 and adjusted_rand_score(y, old[:900]) < 0.6
+    labels, info = partition(X, 3, p, 0)
+    assert adjusted_rand_score(y, labels[:900]) > 0.99
+    assert np.unique(labels[900:]).size == 1 and np.bincount(labels).min() >= 299
+    assert info["representation"][-1] == "recovered from a cluster of 12 samples"
+
+
+def test_a_partition_with_a_small_real_cluster_is_kept():
+    """5 blobs of 400 down to 10 samples (the suite's blobs-unbal, 10 above 5% of n / C):
+    rule 6 changes nothing, and the 10 are a cluster."""
+    sizes = [400, 150, 60, 25, 10]
+    X, y = make_blobs(sizes, n_features=10, cluster_std=2.0, center_box=(-10.0, 10.0),
+                      random_state=0)
+    p = SimpleNamespace(n_neighbors=5, n_shared=DEFAULT_SHARED, representation="auto")
+    labels, info = partition(X, 5, p, 0)
+    np.testing.assert_array_equal(labels, rules_partition(X, 5, p, 0)[0])
+    assert adjusted_rand_score(y, labels) == 1.0
+    assert not any(r.startswith("recovered") for r in info["representation"])
+
+
+def test_merge_small_gives_the_small_clusters_to_their_nearest_large_one():
+    """Clusters outside the 3 largest go, sample by sample, to the majority label of the 5
+    most similar (cosine of the centred rows) samples of the 3 largest: brute force."""
+    rng = np.random.default_rng(0)
+    centres = np.array([[0.0, 0.0, 0.0], [10.0, 0.0, 0.0], [0.0, 10.0, 0.0], [11.0, 1.0, 0.0],
+                        [0.0, 0.0, 12.0]])
+    lab = np.repeat(np.arange(5), [50, 40, 30, 4, 3])
+    X = centres[lab] + 0.5 * rng.standard_normal((lab.size, 3))
+    info = {"mean": X.mean(axis=0), "V": np.zeros((0, 3))}
+    out = merge_small(X, lab, info, 3, SimpleNamespace(n_neighbors=5, representation="as-is"))
+    R = X - X.mean(axis=0)
+    R /= np.linalg.norm(R, axis=1, keepdims=True)
+    big = lab < 3
+    expect = lab.copy()
+    for i in np.flatnonzero(~big):
+        near = np.argsort(-(R[big] @ R[i]))[:5]
+        expect[i] = np.bincount(lab[big][near]).argmax()
+    assert set(expect[~big]) == {0, 1}  # both small clusters moved, to different ones
+    np.testing.assert_array_equal(out, expect)

@@ -7,22 +7,17 @@ seen in the data alone:
 
 1. **Features on very different scales** (``representation="auto"``). When the largest
    feature standard deviation exceeds ``SCALE_RATIO`` (10) times the median one, the angle is
-   decided by the largest feature(s) alone (scikit-learn's raw wine: proline's standard
-   deviation is ~1000 times the median; the default clustered it at 40% CA, near the 33% of
-   chance). The graph then compares the features multiplied by ``1 / std`` (scaled so that
-   the total variance is kept), and the columns of the initial random map ``A`` get the same
-   weights: ``A x`` is a random map of the standardised sample, for learning and for new
-   samples alike. Images and other data of comparable feature scales (ratio 1.5-3.7 on every
-   image set of the development suite) are left as they are.
+   decided by the largest feature(s) alone (raw wine: 40% CA, chance 33%). The graph then
+   compares the features multiplied by ``1 / std`` (scaled to keep the total variance), and
+   the columns of the initial random map ``A`` get the same weights. Images (ratio 1.5-3.7
+   on every image set of the development suite) are left as they are.
 2. **Few features** (at most ``FEW_FEATURES`` = 16). The angle between centred samples
    discards their distance from the centre, one of ``N`` degrees of freedom: negligible for
    images, decisive for 2-5 features (on 2-D blobs the angle groups samples into pie slices).
    The graph then compares the centred samples with one extra constant coordinate, as large
-   as the median distance of a sample from the mean. The angle between ``(x, c)`` and
-   ``(z, c)`` depends on ``x - z`` as well as on the angle, and tends to the Euclidean
-   distance as ``c`` grows.
-   The thresholds (10 and 16) were set once and are not tuned per data set
-   (docs/research/representation-rules.md).
+   as the median distance of a sample from the mean (the angle between ``(x, c)`` and
+   ``(z, c)`` tends to the Euclidean distance as ``c`` grows). The thresholds (10 and 16)
+   were set once, not tuned per data set (docs/research/representation-rules.md).
 3. **Few features: a Euclidean graph** (the partition of rule 2's data). Where the constant
    coordinate applies, the partition itself is not taken from the angular graph but from
    the Euclidean one (:func:`euclidean_partition`): the symmetrised k-NN graph of the
@@ -46,13 +41,18 @@ seen in the data alone:
    (docs/research/truncated-principal-directions.md). ``predict`` votes in the rows
    themselves, with the chosen partition's ``r`` leading principal directions removed
    (``info["V"]`` mapped back to the features).
-
 5. **More features: the embedding candidate** (chosen by the cut). The rows of the kept
    partition (weights, centring, its ``r`` directions removed) are also laid out by
    :mod:`ntnumba.partition.embedding` (UMAP's objective) and split by k-means; that partition
    is kept when its discrete normalised cut on the default's own k-NN graph of the same rows
    is lower (:func:`embedding_choice`). It rescues documents (RELATHE 57 -> 83 CA) and left the
    other kinds unchanged (docs/research/embedding-partition.md, rule R1).
+6. **A degenerate partition** (:func:`partition`): a cluster of fewer than
+   ``max(SMALL_MIN, SMALL_SHARE * n / C)`` samples (3; 5% of the mean size) - a few
+   outliers or a small separate component of the graph - makes way for the partition of
+   ``C + 1`` (up to ``C + RECOVER``) clusters with its samples outside the ``C`` largest
+   given to those (:func:`merge_small`), when no cluster of that is as small. The cut cannot
+   decide: a separate component is a cluster of cut 0 (docs/research/degenerate-partitions.md).
 
 Rules 1 and 2 are functions of the reference set alone (:func:`graph_space`): the fit and
 ``predict`` recompute them from the same rows. The graph size ``k`` (``n_neighbors``) is the
@@ -73,6 +73,9 @@ EUCLIDEAN_FACTOR = 2
 TRUNCATE_FACTOR = 4
 #: ... partitioned instead of the rows themselves when its cut is lower by more than this share
 TRUNCATE_MARGIN = 0.02
+#: rule 6: a cluster of fewer than ``max(SMALL_MIN, SMALL_SHARE * n / C)`` samples is
+#: degenerate; partitions of up to ``C + RECOVER`` clusters are tried instead
+SMALL_SHARE, SMALL_MIN, RECOVER = 0.05, 3, 3
 REPRESENTATIONS = ("auto", "as-is")
 
 
@@ -174,8 +177,54 @@ def partition(X, n_clusters, p, random_state, verbose=0):
 
     ``X``: the (scaled) data; ``p``: the driver's parameters (``n_neighbors``, ``n_shared``,
     ``representation``). Returns what :func:`ntnumba.partition.graph.graph_partition` returns;
-    ``info["representation"]`` records the rules applied.
+    ``info["representation"]`` records the rules applied (1-6, module docs).
     """
+    from .graph import Progress
+
+    labels, info = rules_partition(X, n_clusters, p, random_state, verbose)
+    C = int(n_clusters)
+    least = degenerate_size(labels.size, C)
+    for extra in range(1, RECOVER + 1 if C * least <= labels.size else 1):  # else none can
+        small = int(np.bincount(labels, minlength=C).min())
+        if small >= least:
+            break
+        lab, inf = rules_partition(X, C + extra, p, random_state, verbose)
+        lab = merge_small(X, lab, inf, C, p)
+        if np.bincount(lab, minlength=C).min() >= least:
+            Progress(verbose)(f"a cluster of {small} samples: the partition of {C + extra} "
+                              f"clusters merged to {C} replaces it")
+            inf["representation"] += [f"recovered from a cluster of {small} samples"]
+            return lab, inf
+    return labels, info
+
+
+def degenerate_size(n, n_clusters):
+    """The size below which a cluster of ``n`` samples in ``n_clusters`` is degenerate:
+    ``max(SMALL_MIN, SMALL_SHARE * n / n_clusters)`` (module docs, rule 6)."""
+    return max(SMALL_MIN, SMALL_SHARE * n / n_clusters)
+
+
+def merge_small(X, labels, info, n_clusters, p):
+    """``labels`` with the samples outside its ``n_clusters`` largest clusters given to those
+    by the k-NN vote of ``predict`` (:func:`ntnumba.partition.graph.knn_vote`) in the rows the
+    partition's graph compared (``info``; features weighted by :func:`graph_space`)."""
+    from .graph import compact_labels, graph_rows, knn_vote
+
+    sizes = np.bincount(labels)
+    big = np.zeros(sizes.size, dtype=bool)
+    big[np.argsort(-sizes, kind="stable")[:n_clusters]] = True
+    inside = big[labels]
+    if not inside.all():
+        w = graph_space(X, getattr(p, "representation", "as-is"))[0]
+        Y = graph_rows(X, info["mean"], info["V"], info.get("offset"), w)
+        labels = labels.copy()
+        labels[~inside] = knn_vote(Y[~inside], Y[inside], labels[inside], sizes.size,
+                                   p.n_neighbors)[0]
+    return compact_labels(labels, n_clusters)
+
+
+def rules_partition(X, n_clusters, p, random_state, verbose=0):
+    """:func:`partition` by rules 1-5 alone (module docs)."""
     from .graph import Progress, graph_partition
 
     representation = getattr(p, "representation", "as-is")
