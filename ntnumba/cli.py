@@ -561,8 +561,8 @@ def _add_fit_options(p):
     d = NTClustering().get_params()
     g.add_argument("--n-components", type=_components, default=d["n_components"],
                    metavar="M|auto",
-                   help=f"dimension of the NT representations, >= n_features unless "
-                        f"--no-transform; 'auto': max(2100, N) for N features "
+                   help=f"dimension of the NT representations; below n_features the model "
+                        f"of the rows' principal subspace; 'auto': 2100 "
                         f"(default {d['n_components']})")
     g.add_argument("--n-similarity", type=_positive_int, default=d["n_similarity"],
                    metavar="CS", help=f"number of similarity parameters "

@@ -25,8 +25,9 @@ from .passes import compute_Q  # noqa: F401 - the driver's name for it
 from .fitted import FittedModel
 from .sources import MemoryBlocks, block_rows
 from ..model.theta import data_terms, prior_up, solve_theta, theta_objective
-from ..model.transform import (RowSpan, TransformStatistics, row_span, stage3_regulariser,
-                               stage3_regulariser_sv, update_transform)
+from ..model.transform import (RowSpan, TransformStatistics, principal_span, project_statistics,
+                               row_span, stage3_regulariser, stage3_regulariser_sv,
+                               update_transform)
 from ..core.validation import user_stacklevel
 
 #: Size of the reference sample of every fit (in memory, chunked, Dask): the initialisation and,
@@ -117,6 +118,7 @@ class Context:
     forget: float = None          # partial_fit: running sums = forget * sums + this pass
     theta_sums: dict = None
     transform_sums: TransformStatistics = None
+    subspace: RowSpan = None      # n_components < N: the subspace of the model (model_span)
 
 
 def full_objective(X, A, Y, labels, sim, tau, nu, p, Q=None, sv=None):
@@ -139,6 +141,9 @@ def _parameter_terms(A, tau, nu, p, sv=None):
     """``lambda_e u_p(theta) + f_d(A)``: the objective's terms without a sum over samples."""
     val = p.lambda_e * prior_up(tau, nu) if p.lambda_e != 0.0 else 0.0
     if p.learn_transform:
+        if sv is None and A.shape[0] < A.shape[1]:  # the map of a subspace: its singular values
+            sv = np.linalg.svd(np.asarray(A, dtype=np.float64), compute_uv=False)
+            sv = sv[sv > max(A.shape) * np.finfo(np.float64).eps * sv[0]] if sv.size else sv
         if sv is not None:
             val += stage3_regulariser_sv(sv, A.shape[0], p.lambda2, p.lambda3, p.lambda4)
         else:
@@ -291,6 +296,22 @@ def _forgotten(acc, new, forget):
     return new if acc is None else {k: forget * acc[k] + new[k] for k in new}
 
 
+def model_span(ctx, p):
+    """``n_components < N``: the subspace in which the model lives (:class:`RowSpan`, cached on
+    ``ctx``): of ``min(rank, n_components)`` dimensions, the rows' principal subspace (their
+    span when ``n <= n_components``). ``A`` is zero outside it."""
+    if ctx.subspace is None:
+        G, M = ctx.gram, p.n_components
+        if not isinstance(G, RowSpan):
+            ctx.subspace = principal_span(G, ctx.src.n, M)
+        elif G.rank <= M:
+            ctx.subspace = G
+        else:  # row_span's basis is ordered by singular value
+            ctx.subspace = RowSpan(np.ascontiguousarray(G.basis[:, :M]),
+                                   np.ascontiguousarray(G.gram[:M, :M]), G.n_samples)
+    return ctx.subspace
+
+
 def gram(src):
     """``X^T X`` of the source (float64, symmetric); with fewer rows than features the span of
     the rows (:class:`RowSpan`), in which Stage 3 then works."""
@@ -339,10 +360,14 @@ def iterate_blocks(ctx, state, p, rng):
                 rows[b] = r
             blocks = [b for b, *_ in parts]
         args = [(labels[s:e], sim[s:e], rows[b]) for b, (s, e) in enumerate(src.bounds)]
+        sub = p.n_components < src.N
         span = ctx.gram if isinstance(ctx.gram, RowSpan) else None
         gram3 = ctx.gram
-        if span is not None and (p.online_fraction is not None or ctx.forget is not None):
+        if span is not None and (ctx.forget is not None
+                                 or (p.online_fraction is not None and not sub)):
             span, gram3 = None, ctx.gram.full_gram()  # a subset's, running sums: all of R^N
+        elif sub and ctx.forget is None:
+            span = gram3 = model_span(ctx, p)
         G, cross, tsq = src.map(P.pass_stage3, args, (tau, nu, p.lambda_a,
                                                       None if span is None else span.basis),
                                 use_carry=True, blocks=blocks, combine=P.add)
@@ -351,11 +376,14 @@ def iterate_blocks(ctx, state, p, rng):
                                      max(float(tsq), 0.0), m, src.dtype)
         if ctx.forget is not None:
             stats3 = ctx.transform_sums = _forgotten(ctx.transform_sums, stats3, ctx.forget)
+        if sub and span is None:  # running sums in R^N: the model of their principal subspace
+            span = principal_span(stats3.gram, stats3.n_samples, p.n_components)
+            stats3 = project_statistics(stats3, span)
         if p.online_fraction is None:
             A = update_transform(A=A, stats=stats3, workspace=ctx.workspace, span=span,
                                  **stage3_priors(p))
         else:
-            A = update_transform(A=A, stats=stats3, online_rate=p.online_rate,
+            A = update_transform(A=A, stats=stats3, online_rate=p.online_rate, span=span,
                                  **stage3_priors(p))
     args = [(labels[s:e], sim[s:e]) for s, e in src.bounds]
     obj = float(src.map(P.pass_objective, args, (A, tau, nu, p, src.keep_q), use_carry=True,

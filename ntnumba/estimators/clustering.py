@@ -96,7 +96,7 @@ def _infer_block(Xk, carry, est, ctx, what):
             "scores": (scores,)}[what]
 
 
-#: ``n_components="auto"``: the paper's M, or N when there are more features.
+#: ``n_components="auto"``: the paper's M (with more features, the model of a subspace).
 AUTO_COMPONENTS = 2100
 #: at most this many Stage-1 candidates (``n_clusters x n_similarity``) per sample: 40 bytes
 #: each for one sample (a model file declaring 2000 x 2000 took 22.5 GB for 200 rows at once)
@@ -108,15 +108,16 @@ SCALE_WARNING_RATIO = 100.0
 
 
 def auto_components(n_features):
-    """``n_components="auto"``: ``max(2100, N)`` (see :class:`NTClustering`).
+    """``n_components="auto"``: 2100 whatever ``N`` (see :class:`NTClustering`; model files of
+    earlier versions with more features hold ``M = N`` and load as such).
 
     Examples
     --------
     >>> from ntnumba.estimators.clustering import auto_components
     >>> [auto_components(n) for n in (4, 500, 2100, 3000)]
-    [2100, 2100, 2100, 3000]
+    [2100, 2100, 2100, 2100]
     """
-    return int(max(n_features, AUTO_COMPONENTS))
+    return AUTO_COMPONENTS
 
 
 def _feature_std(X):
@@ -174,10 +175,11 @@ MODEL_WARN_BYTES = 2 << 30
 def model_memory(n, N, M, itemsize=8):
     """Bytes of the paper's model on ``n`` rows of ``N`` features (``M = n_components``),
     float64 values: three M x N maps, ten ``min(n, N) x (M + N)`` arrays of Stage 3, ``Q`` and
-    ``Y`` (in blocks above MEMORY_BUDGET), two N x N for float32 input; times 1.5 (measured:
-    docs/user_guide.md, "Memory of wide data")."""
+    ``Y`` (in blocks above MEMORY_BUDGET), two N x N for float32 input or for the principal
+    subspace (``M < N <= n``); times 1.5 (measured: docs/user_guide.md, "Memory of wide
+    data")."""
     return int(12 * (3 * M * N + 10 * min(n, N) * (M + N) + min(2 * n * M, MEMORY_BUDGET // 8)
-                     + (2 * N * N if itemsize < 8 else 0)))
+                     + (2 * N * N if itemsize < 8 or M < N <= n else 0)))
 
 
 def _check_model_memory(n, p, N, itemsize):
@@ -193,6 +195,15 @@ def _check_model_memory(n, p, N, itemsize):
     if need > avail:
         raise MemoryError(msg)
     warnings.warn(msg, MemoryUsageWarning, stacklevel=user_stacklevel())
+
+
+def _auto_as_fitted(est, p):
+    """``p`` of a continued fit: ``n_components="auto"`` keeps the fitted map's M (the earlier
+    rule ``max(2100, N)`` of model files of earlier versions)."""
+    A = est._fitted.state.A
+    if est.n_components == "auto" and A is not None and A.shape[0] != p.n_components:
+        return replace(p, n_components=A.shape[0])
+    return p
 
 
 def _graph_neighbors(p, n):
@@ -326,12 +337,14 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     n_clusters : int, default 8
         Number of clusters ``C`` (= number of dissimilarity parameters ``Cd``).
     n_components : int or "auto", default "auto"
-        Dimension ``M`` of the NT representations (rows of ``A``); must be >= n_features when
-        ``learn_transform=True``. ``"auto"``: ``M = max(2100, N)`` for ``N`` features (the
-        cost grows as ``N^3``: reduce many thousands of features first, e.g. with PCA; fewer
-        components were less stable on few features, see the user guide). Ignored when
-        ``learn_transform=False`` (then ``M = N``). The value used is
-        ``components_.shape[0]``.
+        Dimension ``M`` of the NT representations (rows of ``A``). ``"auto"``: 2100, the
+        paper's. With ``M >= N`` features the paper's model on all of ``R^N``; with
+        ``M < N`` the model lives in the training rows' principal subspace of
+        ``min(rank, M)`` dimensions (their span when there are at most ``M`` rows: exact for
+        them): ``A`` is zero outside it, so the part of a new row outside it does not enter
+        ``transform``, ``score`` or the model's ``predict``. Its cost is bounded by ``M``
+        whatever ``N``. Ignored when ``learn_transform=False`` (then ``M = N``). The value
+        used is ``components_.shape[0]``.
     n_similarity : int, default 2
         Number of similarity parameters ``Cs`` (>= 1).
     lambda0, lambda1 : float, default 0.03
@@ -537,11 +550,6 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         :data:`PARAMETER_CONSTRAINTS`, then the checks between parameters."""
         v = validate_params(self.get_params(), PARAMETER_CONSTRAINTS)
         M = auto_components(n_features) if v["n_components"] == "auto" else v["n_components"]
-        if v["learn_transform"] and M < n_features:
-            raise ValueError(f"n_components: must be >= n_features ({n_features}) when "
-                             f"learn_transform=True (an overcomplete map), got {M}; use "
-                             f"n_components='auto' (here {auto_components(n_features)}), "
-                             "reduce the features first (e.g. PCA), or learn_transform=False")
         if v["n_clusters"] * v["n_similarity"] > MAX_CANDIDATES:  # one row's Stage 1 in memory
             raise ValueError(f"n_clusters x n_similarity: at most {MAX_CANDIDATES} candidates "
                              f"per sample (40 bytes each), got {v['n_clusters']} x "
@@ -702,6 +710,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         if warm and src.N != self.n_features_in_:
             raise ValueError(f"X: has {src.N} features, but the fitted model (warm_start=True) "
                              f"has {self.n_features_in_}")
+        p = _auto_as_fitted(self, p) if warm else p
         _check_model_memory(src.n, p, src.N, np.dtype(src.dtype).itemsize)
         seeds = check_random_state(self.random_state).randint(_INT32_MAX, size=self.n_init)
         seed = check_random_state(self.random_state).randint(_INT32_MAX)
@@ -808,6 +817,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         X = checked._check_X(X, reset=checked is not self, dense=True)
         p = self._params(X.shape[1])
         _check_model_memory(X.shape[0], p, X.shape[1], X.dtype.itemsize)
+        p = _auto_as_fitted(self, p) if cont or from_fit else p
         X, stats = self._standardise(X, learn=not (cont or from_fit))
         src = MemoryBlocks(X)
         seed = check_random_state(self.random_state).randint(_INT32_MAX)
