@@ -4,10 +4,11 @@ Built on :mod:`argparse` (standard library: one dependency less), a thin layer o
 testable by calling :func:`main` with a list of arguments.
 
 Conventions: results go to standard output, progress (one line per iteration: objective,
-relative change, elapsed time, ETA) and status messages to standard error. Progress is on by
-default here (``-q`` turns it off; the library is quiet by default). A bad argument or an
-unreadable file gives one line ``ntnumba <command>: error: ...`` and exit status 1 (2 for usage
-errors found by argparse, also one line); ``--traceback`` shows the Python traceback instead.
+relative change, elapsed time, ETA; bars on a terminal) and status messages to standard error.
+Progress is on by default here (``-q`` turns it off; the library is quiet by default). A bad
+argument or an unreadable file gives one line ``ntnumba <command>: error: ...`` and exit status
+1 (2 for usage errors found by argparse, also one line); ``--traceback`` shows the Python
+traceback instead.
 Ctrl-C during ``fit`` stops after writing the last completed iteration (exit status 130).
 
 BLAS threads: the commands run NumPy's BLAS on one thread by default (``--blas-threads``): the
@@ -595,7 +596,7 @@ def _add_fit_options(p):
     g.add_argument("--n-jobs", type=_n_jobs, default=None,
                    help="numba threads (default: all; -1 all)")
     _add_data_options(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines or bars")
 
 
 def build_parser(commands=None):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numba.core import event as numba_event
+from tqdm import tqdm
 
 from . import passes as P
 from ..partition import select
@@ -410,9 +411,9 @@ def _fmt_time(s):
 
 class Report(numba_event.Listener):
     """The ``verbose`` output of a fit (stderr): one line per phase with its time, one per
-    iteration, the total. numba's compilations (``"numba:compile"`` events: first calls, not
-    cache loads) are announced once and timed apart (``with report:``). ``verbose >= 2`` adds
-    the internals of the graph partition."""
+    iteration, the total; tqdm progress bars on a terminal. numba's compilations
+    (``"numba:compile"`` events: first calls, not cache loads) are announced once and timed
+    apart (``with report:``). ``verbose >= 2`` adds the internals of the graph partition."""
 
     def __init__(self, verbose=0, stream=None):
         self.verbose = int(verbose or 0)
@@ -421,8 +422,15 @@ class Report(numba_event.Listener):
         self.compiling, self.depth, self.since = 0.0, 0, None
 
     def __call__(self, msg):
-        if self.verbose:
-            print(msg, file=self.stream, flush=True)
+        if self.verbose:   # above the progress bars of the stream
+            tqdm.write(msg, file=self.stream)
+            self.stream.flush()
+
+    def bar(self, total, desc, show=True, delay=1.0, **kw):
+        """A tqdm progress bar on the stream (``with`` it; cleared when closed), shown with
+        ``verbose`` and ``show`` when the stream is a terminal, from ``delay`` seconds on."""
+        return tqdm(total=total, desc=desc, file=self.stream, leave=False, delay=delay,
+                    disable=None if self.verbose and show else True, **kw)
 
     def on_start(self, event):  # compilations are serialised by numba's compiler lock
         self.depth += 1
@@ -488,10 +496,13 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
     t0 = say.elapsed()
     start_iter = state.n_iter
     try:
-        with blas_context():
+        # no delay: every line redraws the bar, and tqdm clears a delayed bar only if it drew it
+        with blas_context(), say.bar(p.max_iter, "iterations", p.max_iter > start_iter + 1,
+                                     delay=0, initial=start_iter) as bar:
             while state.n_iter < p.max_iter:
                 prev = state.objective_history[-1] if state.objective_history else None
                 state, obj, reseeded = iterate_blocks(ctx, state, p, rng)
+                bar.update()
                 if say.verbose:
                     eta = ((say.elapsed() - t0) / (state.n_iter - start_iter)
                            * (p.max_iter - state.n_iter))
@@ -610,7 +621,7 @@ def fit(src, p, *, seeds, seed, warm=None, verbose=0, callback=None):
     of that iterate. ``seed``: of the reference sample. Returns ``(state, rng, ctx)``;
     ``state.interrupted`` after a KeyboardInterrupt during the iterations, or during a later
     restart's initialisation (the last complete iterate)."""
-    say = _report(verbose)
+    say = src.report = _report(verbose)   # the source's passes show progress bars
     with say.phase("feature statistics (X^T X)" if p.learn_transform else None):
         G = gram(src) if p.learn_transform else None
     if warm is not None:

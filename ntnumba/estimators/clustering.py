@@ -434,8 +434,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         Numba threads during fit/predict (-1: all); restored afterwards.
     verbose : int, default 0
         On stderr: 1, one line per phase with its time, per iteration (objective, change,
-        elapsed, ETA) and a total, numba's first-call compilation timed apart; 2, also the
-        graph partition's internals.
+        elapsed, ETA) and a total, numba's first-call compilation timed apart, and on a
+        terminal progress bars (tqdm: iterations, passes over blocks, ``predict`` in blocks);
+        2, also the graph partition's internals.
     warm_start : bool, default False
         Continue from the previous fit's parameters and iteration count (``max_iter`` counts
         all iterations): a fit split into pieces equals an uninterrupted fit.
@@ -918,11 +919,13 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             if p.rule == "graph":
                 ctx = self._vote_context(passes.RowIndex(ref))
             out = None
-            for b, (start, stop) in enumerate(src.bounds):
-                part = src.map(_infer_block, None, (self, ctx, what), blocks=[b])[0]
-                out = out or [np.empty((src.n,) + a.shape[1:], a.dtype) for a in part]
-                for o, a in zip(out, part):
-                    o[start:stop] = a
+            with loop.Report(self.verbose).bar(src.n, "samples", len(src.bounds) > 1) as bar:
+                for b, (start, stop) in enumerate(src.bounds):
+                    part = src.map(_infer_block, None, (self, ctx, what), blocks=[b])[0]
+                    out = out or [np.empty((src.n,) + a.shape[1:], a.dtype) for a in part]
+                    for o, a in zip(out, part):
+                        o[start:stop] = a
+                    bar.update(stop - start)
         return out
 
     def _matches(self, raw, X, index):
