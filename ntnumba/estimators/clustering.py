@@ -361,16 +361,11 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     learn_transform : bool, default True
         Learn ``A``; with False, ``A = I`` and only Stages 1 and 2 alternate.
     assign : {"graph", "objective", "paper"}, default "graph"
-        Assignment rule. ``"paper"`` is the paper's Stage 1 (min-max score only); read literally
-        it collapses into one cluster while learning (see the user guide). ``"objective"``
-        minimises the full per-sample cost of the learning problem. ``"graph"`` (the default,
-        not in the paper): the clusters are a spectral partition of the k-NN graph of the
-        paper's support-intersection similarity ``rho`` between the samples' NT
-        representations, after removing the principal directions shared by all clusters (what
-        the similarity parameters ``nu`` stand for); it is computed once from the initial
-        transform and kept, and the iterations fit ``tau``, ``nu`` and ``A`` to it (the
-        user guide; ``docs/algorithm.md``). The similarity depends on angles, not norms: on
-        data of 2-3 features prefer ``"objective"``.
+        ``"paper"``: the paper's Stage 1 (min-max score only; read literally it collapses
+        into one cluster while learning). ``"objective"``: the full per-sample cost of the
+        learning problem. ``"graph"`` (not in the paper): a spectral partition of the k-NN
+        graph of the samples with their shared directions removed, computed once and kept;
+        the iterations fit ``tau``, ``nu`` and ``A`` to it (user guide, docs/algorithm.md).
     online_fraction : None or float in (0, 1], default None
         Paper's online A update: ``A_hat`` from a random fraction of the samples.
     online_rate : float in [0, 1], default 0.5
@@ -390,21 +385,12 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         relaxed C-way normalised cut is used (no labels involved); the choice is in
         ``n_shared_``.
     representation : {"auto", "as-is"}, default "auto"
-        What the graph's similarity (an angle between centred samples) sees. ``"auto"``:
-        when the largest feature standard deviation exceeds 10 times the median one, the
-        initial map ``A`` standardises the features (its columns scaled by ``1 / std``; with
-        ``learn_transform=False`` the graph alone sees them standardised); with at most 16
-        features, the partition is spectral clustering of the Euclidean k-NN graph
-        (``k = 2 n_neighbors``, k-means on the embedding), and the vote of new samples compares
-        them with an extra constant coordinate as large as their median distance from the
-        mean, so that the distance counts besides the angle. Neither triggers on images.
-        With more features, the partition of the samples on their ``4 n_clusters`` leading
-        principal directions replaces that of the samples when its normalised cut is lower by
-        more than 2% (new samples are still compared in all features), and the k-means
-        partition of a UMAP-type layout of the same rows (``ntnumba.partition.embedding``)
-        replaces it when its normalised cut on the same k-NN graph is lower (documents: 57 ->
-        83% accuracy on RELATHE; ``verbose`` says which was kept). All are decided from
-        the data alone (``ntnumba/partition/select.py``, ``docs/dev_results.md``). ``"as-is"``:
+        What the graph sees. ``"auto"``, decided from the data alone
+        (``ntnumba/partition/select.py``; the user guide): features of very different scales
+        standardised; at most 16 features, spectral clustering of the Euclidean k-NN graph;
+        more, the partition on the ``4 n_clusters`` leading principal directions, or the
+        k-means partition of a UMAP-type layout (``ntnumba.partition.embedding``; documents),
+        when its normalised cut is lower (``verbose`` says which was kept). ``"as-is"``:
         none.
     max_iter : int, default 1
         Maximum number of iterations (the paper runs 100). With ``assign="graph"`` the
@@ -416,18 +402,12 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     n_init : int, default 1
         Restarts from different initialisations; the one with the lowest objective is kept.
     scaling : {"rms", "standard", "none", None}, default "rms"
-        ``"rms"`` multiplies the data by one scalar (learned in ``fit``, kept in ``scale_``) so
-        that the mean squared feature value is 1, the scale of the paper's unit-variance images
-        (the min-max score is not scale invariant). It keeps the relative scales of the
-        features: right for pixels, wrong for tabular data of mixed units. ``"standard"``
-        first centres every feature and divides it by its standard deviation (learned in
-        ``fit``: ``feature_mean_``, ``feature_scale_``; constant features are only centred),
-        then applies ``"rms"``; not supported by ``fit(X, chunk_size=...)`` and the Dask
-        estimator. ``fit`` warns when the largest feature standard deviation exceeds the
-        median one 100 times and nothing standardises them, and when some vary by less than
-        1e-12 of the largest. ``"none"`` (or ``None``) uses the data as given (the paper's
-        literal setting when the images are already normalised). See the user guide, "Data
-        scale".
+        ``"rms"``: one scalar (``scale_``) makes the mean squared feature value 1, the scale
+        of the paper's unit-variance images; the features keep their relative scales (right
+        for pixels). ``"standard"``: every feature centred and divided by its standard
+        deviation first (``feature_mean_``, ``feature_scale_``; not with ``chunk_size`` or
+        Dask). ``"none"`` / ``None``: the data as given. ``fit`` warns about features of very
+        different or vanishing scales. User guide, "Data scale".
     random_state : int, RandomState instance or None, default None
         Seed of every random draw (initialisation, online subsets).
     n_jobs : int or None, default None
@@ -490,10 +470,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
 
     Notes
     -----
-    The full objective is non-increasing over iterations for ``assign="objective"``, batch A
-    updates and ``lambda_e = 0``; the ``lambda_e`` prior couples the tau updates (each tau update
-    ignores its appearance in the other parameters' priors), the online A update and the
-    ``"paper"`` rule are not monotone.
+    The full objective is non-increasing for ``assign="objective"``, batch A updates and
+    ``lambda_e = 0`` (the ``lambda_e`` prior, the online update and ``"paper"`` are not
+    monotone).
 
     **Defaults and the paper.** The defaults clustered best on COIL-20, ORL and Extended Yale B
     at the paper's resolutions, one configuration for all three (``docs/results.md``,

@@ -1311,13 +1311,10 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
         Seed of the row subset.
     return_history : bool, default False
         Also return the objective values: ``history[0]`` at the start, ``history[k]`` after
-        step ``k``. A step that would increase ``f`` (rounding at convergence) ends the
-        iteration: it is recorded as the last entry and rejected (``A_new`` is the iterate of
-        ``history[-2]`` then).
+        step ``k`` (a last step that would increase ``f`` is recorded and rejected).
     workspace : dict, optional
-        Carried between calls by the driver (batch, float64): reuses ``lambda_max(X^T X)``
-        while ``stats.gram`` is the same array, and ``<A G, A>`` and the singular values of the
-        returned ``A`` when it is the next ``A``. Updated in place; same results up to rounding.
+        The driver's cache between calls (batch, float64; ``lambda_max``, ``<A G, A>``, the
+        singular values of the returned ``A``): same results up to rounding.
     span : RowSpan, optional
         Work in the span of the rows (``row_span(X)`` of ``ntnumba.model.transform``; fewer rows
         than features; :func:`principal_span`): ``stats`` of the projected rows
@@ -1336,12 +1333,9 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
     Notes
     -----
     Each MM step minimises the majoriser ``c/2||A||^2 - <B_k, A>`` (``B_k = Ybar^T X -
-    A_k (G - c I)``, ``G = X^T X``, ``c >= lambda_max(G)``) exactly through
-    :func:`transform_singular_values`, so ``f`` never increases (the best iterate is kept); with
-    ``init="best"`` and ``A`` given, ``f(A_new) <= f(A)``. The derivation, the acceleration, the
-    completion of the null space of rank-deficient ``X`` and the span of fewer rows than features:
-    ``docs/algorithm.md``, "Stage 3". The online variant (``online_rate`` / ``sample_fraction``) is
-    the paper's, not monotone.
+    A_k (G - c I)``, ``c >= lambda_max(X^T X)``) exactly, so ``f`` never increases; with
+    ``init="best"`` and ``A`` given, ``f(A_new) <= f(A)``. Derivations: ``docs/algorithm.md``,
+    "Stage 3". The online variant is the paper's, not monotone.
 
     Examples
     --------
