@@ -3,8 +3,7 @@
 Issue 25's time target: the default fit no slower than UMAP -> KMeans on the same data. For
 every data set of the development suite (``benchmarks.devsuite``, loaded as it loads them)
 and seed, in one process, alternating which runs first: ``NTClustering(C, random_state=seed)
-.fit(X)`` (above ``PARTITION_ONLY_FEATURES`` features with ``learn_transform=False``, as the
-suite fits it: the same ``labels_``; ``--full`` fits the full default there too) and
+.fit(X)`` (the whole default, on wide data too: its model is bounded by ``n_components``) and
 umap-learn's ``UMAP(metric="cosine", n_neighbors=15, min_dist=0, n_components=10,
 random_state=seed)`` then ``KMeans(n_init=10)`` (on the sparse rows for a sparse set, as the
 suite runs it). Both are warmed up first (numba's
@@ -30,12 +29,9 @@ def _time(fn):
     return time.process_time() - t
 
 
-def default_fit(X, C, seed, full=False):
+def default_fit(X, C, seed):
     from ntnumba import NTClustering
-
-    from .devsuite import nt_kwargs
-    kw = {} if full else nt_kwargs({}, X.shape[1])[0]
-    return lambda: NTClustering(C, random_state=seed, **kw).fit(X)
+    return lambda: NTClustering(C, random_state=seed).fit(X)
 
 
 def umap_kmeans(X, C, seed):
@@ -57,8 +53,6 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", default=None, help="comma-separated (default: every set)")
     ap.add_argument("--seeds", type=int, default=1)
-    ap.add_argument("--full", action="store_true",
-                    help="the full default fit above 2100 features too")
     args = ap.parse_args(argv)
     names = args.datasets.split(",") if args.datasets else list(SUITE)
     warnings.simplefilter("ignore")
@@ -73,7 +67,7 @@ def main(argv=None):
         C = int(y.max()) + 1
         for seed in range(args.seeds):
             Xu = X if X_sparse is None else X_sparse
-            runs = [("d", default_fit(X, C, seed, args.full)), ("u", umap_kmeans(Xu, C, seed))]
+            runs = [("d", default_fit(X, C, seed)), ("u", umap_kmeans(Xu, C, seed))]
             if seed % 2:
                 runs.reverse()
             t = {k: _time(fn) for k, fn in runs}

@@ -3,10 +3,11 @@
 ``python -m benchmarks.wide_fit [--rows 100] [--resolution 112x92] [--max-iter 1]``: the first
 ``--rows`` images of ORL at ``--resolution`` (``load_orl``; the originals, 112 x 92 pixels:
 N = 10,304 features) fitted by ``NTClustering(10, learn_transform=True, random_state=0)``
-(``n_components="auto"``, ``max(2100, N)``, unless ``--components``) after a warm-up fit on
-tiny data (the kernels compiled or loaded from numba's cache outside the timed fit). Prints
-one JSON line: the fit's wall time, the process's peak resident set (``ru_maxrss``) and the
-load average before and after. Run it under ``/usr/bin/time -v`` for the whole process.
+(``n_components="auto"``, 2100: the model of the rows' span, unless ``--components``) after a
+warm-up fit on tiny data (the kernels compiled or loaded from numba's cache outside the timed
+fit). Prints one JSON line: the fit's wall time, the process's peak resident set
+(``ru_maxrss``) and the load average before and after. Run it under ``/usr/bin/time -v`` for
+the whole process.
 """
 import argparse
 import json
@@ -26,12 +27,12 @@ def main(argv=None):
     ap.add_argument("--resolution", default="112x92",
                     help="pixels of the images, HxW (default 112x92, the originals)")
     ap.add_argument("--components", type=positive_int, default=None,
-                    help="n_components, at least the number of features (default: 'auto')")
+                    help="n_components (default: 'auto', 2100)")
     ap.add_argument("--max-iter", type=positive_int, default=1,
                     help="iterations of the fit (default 1, the estimator's default)")
     a = ap.parse_args(argv)
     from ntnumba import NTClustering
-    from ntnumba.datasets import load_orl
+    from .datasets import load_orl
     X = np.ascontiguousarray(load_orl(a.resolution)[0][:a.rows], dtype=np.float64)
     M = "auto" if a.components is None else a.components
     load_before = load_average()

@@ -4,10 +4,11 @@ Built on :mod:`argparse` (standard library: one dependency less), a thin layer o
 testable by calling :func:`main` with a list of arguments.
 
 Conventions: results go to standard output, progress (one line per iteration: objective,
-relative change, elapsed time, ETA) and status messages to standard error. Progress is on by
-default here (``-q`` turns it off; the library is quiet by default). A bad argument or an
-unreadable file gives one line ``ntnumba <command>: error: ...`` and exit status 1 (2 for usage
-errors found by argparse, also one line); ``--traceback`` shows the Python traceback instead.
+relative change, elapsed time, ETA; bars on a terminal) and status messages to standard error.
+Progress is on by default here (``-q`` turns it off; the library is quiet by default). A bad
+argument or an unreadable file gives one line ``ntnumba <command>: error: ...`` and exit status
+1 (2 for usage errors found by argparse, also one line); ``--traceback`` shows the Python
+traceback instead.
 Ctrl-C during ``fit`` stops after writing the last completed iteration (exit status 130).
 
 BLAS threads: the commands run NumPy's BLAS on one thread by default (``--blas-threads``): the
@@ -561,8 +562,8 @@ def _add_fit_options(p):
     d = NTClustering().get_params()
     g.add_argument("--n-components", type=_components, default=d["n_components"],
                    metavar="M|auto",
-                   help=f"dimension of the NT representations, >= n_features unless "
-                        f"--no-transform; 'auto': max(2100, N) for N features "
+                   help=f"dimension of the NT representations; below n_features the model "
+                        f"of the rows' principal subspace; 'auto': 2100 "
                         f"(default {d['n_components']})")
     g.add_argument("--n-similarity", type=_positive_int, default=d["n_similarity"],
                    metavar="CS", help=f"number of similarity parameters "
@@ -595,7 +596,7 @@ def _add_fit_options(p):
     g.add_argument("--n-jobs", type=_n_jobs, default=None,
                    help="numba threads (default: all; -1 all)")
     _add_data_options(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines or bars")
 
 
 def build_parser(commands=None):

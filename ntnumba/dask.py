@@ -317,16 +317,18 @@ class DaskBackend(Blocks):
 
     def map(self, fn, block_args=None, common=(), *, use_x=True, use_carry=False, store=False,
             blocks=None, combine=None):
-        with self._cluster_errors():
+        blocks = range(len(self.bounds)) if blocks is None else blocks
+        with self._cluster_errors(), self.progress(blocks) as bar:
             return self._map(fn, block_args, common, use_x, use_carry, store, blocks, combine,
-                             self._deadline())
+                             self._deadline(), bar)
 
-    def _map(self, fn, block_args, common, use_x, use_carry, store, blocks, combine, deadline):
+    def _map(self, fn, block_args, common, use_x, use_carry, store, blocks, combine, deadline,
+             bar):
         xf = self._blocks()
         common = tuple(self.client.submit(_identity, c, pure=True)
                        if _shipped_bytes(c) > _SCATTER_BYTES else c for c in common)
         results = []
-        for b in range(len(self.bounds)) if blocks is None else blocks:
+        for b in blocks:
             args = () if block_args is None else tuple(block_args[b])
             f = self.client.submit(_on_worker, fn, self.n_threads, xf[b] if use_x else None,
                                    self._yf[b] if use_carry else None, *args, *common,
@@ -334,6 +336,9 @@ class DaskBackend(Blocks):
             if store:
                 self._yf[b] = self.client.submit(_merge, self._yf[b], f, pure=False)
                 f = self.client.submit(_second, f, pure=False)
+            if not bar.disable:   # samples done, as the blocks finish
+                s, e = self.bounds[b]
+                f.add_done_callback(lambda _, rows=e - s: bar.update(rows))
             results.append(f)
         if combine is None:
             return self._gather(results, deadline)

@@ -812,19 +812,14 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
         ``class``, ``y`` or ``gnd`` (case-insensitive), else no labels; ``False``: every column
         except the index is a feature. Labels may be numbers or strings. Not allowed for .npy.
     delimiter : str, optional
-        Tables only: the field delimiter (``","``, ``";"``, ``"\t"``, ``"|"`` or
-        ``"whitespace"``). Default: the first of tab, ``;``, ``,``, ``|`` that occurs equally
-        often on every one of the first 200 lines, else whitespace, else one column. With
-        ``;`` and numbers such as ``1,5`` the decimal separator is the comma.
+        Tables only: ``","``, ``";"``, ``"\t"``, ``"|"`` or ``"whitespace"``. Default: the
+        first of tab, ``;``, ``,``, ``|`` equally frequent on each of the first 200 lines,
+        else whitespace (``;`` with ``1,5``: decimal comma).
     header : {"auto", True, False}, default "auto"
-        Tables only: whether the first line holds column names. ``"auto"``: by types, as
-        ``csv.Sniffer.has_header`` decides: the first line is a header when one of its fields
-        is text above a column whose fields on the (first 200) lines below are all numbers
-        (missing values aside). A first line of the same types as the lines below, such as
-        ``5.1,3.5,1.4,0.2,setosa`` in a headerless iris table, is data. Only when no column
-        below holds numbers does a text field alone make it a header. A first line starting
-        with ``#`` (``numpy.savetxt``) is read as a header with the ``#`` removed, or skipped
-        when it holds numbers.
+        Tables only: whether the first line holds column names. ``"auto"``: by types (as
+        ``csv.Sniffer.has_header``): a header when one of its fields is text above a column of
+        numbers on the (first 200) lines below; a first line of the lines' own types (a
+        headerless iris table) is data. A ``#`` line (``numpy.savetxt``) is a header.
     index_col : str, int or False, optional
         Tables only: a column to drop (row names or numbers). Default: the first column when
         its header name is empty, as ``pandas.DataFrame.to_csv`` writes the index; ``False``:

@@ -303,8 +303,6 @@ def test_errors_in_subprocess(blobs, args, message):
      "truncated.npz: not a readable .npz archive (truncated or corrupted: BadZipFile"),
     (["fit", "blobs.npz", "-k", "3", "-o", "m", "--labels", "m.txt"], 1,
      "unsupported extension"),
-    (["fit", "blobs.npz", "-k", "3", "-o", "m", "--n-components", "3"], 1,
-     "n_components: must be >= n_features (6)"),
     (["fit", "blobs.npz", "-k", "3", "-o", "m", "--data-key", "nope"], 1,
      "data_key 'nope' not found"),
     (["fit", "notes.xlsx", "-k", "3", "-o", "m"], 1, "unknown file extension"),

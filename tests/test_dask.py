@@ -6,6 +6,7 @@ order; the nu step amplifies rounding to ~1e-8 relative).
 """
 import os
 import signal
+import sys
 
 import numpy as np
 import pytest
@@ -256,6 +257,20 @@ def test_dask_warm_start_and_progress(client, capsys):
     _dask_same(one, part)
     err = [e for e in capsys.readouterr().err.splitlines() if e.startswith("iteration")]
     assert len(err) == 3 and all("objective" in e and " eta " in e for e in err), err
+
+
+@pytest.mark.slow
+def test_dask_progress_bars_of_the_passes(client, monkeypatch):
+    """verbose on a terminal: bars of the samples done as the blocks finish (each block's
+    count arrives from dask's callback thread, possibly after the pass ended)."""
+    from ntnumba.dask import NTClustering as DaskNT
+    from test_verbose import bars, eager_bars
+    eager_bars(monkeypatch)
+    X, _ = _blobs()
+    DaskNT(3, n_components=24, random_state=0, max_iter=2, verbose=1).fit(
+        da.from_array(X, chunks=(30, 10)))
+    done = bars(sys.stderr.getvalue(), "samples")
+    assert {t for _, t in done} == {120} and max(d for d, _ in done) >= 90, done
 
 
 @pytest.mark.slow

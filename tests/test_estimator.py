@@ -20,14 +20,6 @@ def _blobs(n_per=25, C=3, N=8, sep=6.0, seed=0):
     return X[perm], y[perm]
 
 
-# These checks set n_components = 1 on data with more features. A learned map must be
-# overcomplete (M >= N: the -log det(A^T A) prior is +inf otherwise), so NTClustering raises a
-# ValueError naming n_components there, by design. Each check is run below with a valid M
-# instead (test_checks_with_valid_n_components).
-_N_COMPONENTS_1 = ["check_dont_overwrite_parameters", "check_fit2d_predict1d",
-                   "check_methods_subset_invariance", "check_methods_sample_order_invariance",
-                   "check_fit2d_1sample"]
-_REASON = "sets n_components=1 < n_features; an overcomplete learned map is required"
 # sklearn (1.9.1) reads classifier_tags.multi_class of any estimator with predict_proba that
 # takes sparse input (None for a clusterer); tests/test_inference.py checks every format
 _SPARSE = {c: "reads classifier tags a clusterer has not" for c in (
@@ -36,24 +28,9 @@ _SPARSE = {c: "reads classifier tags a clusterer has not" for c in (
 
 @parametrize_with_checks(
     [NTClustering(3, n_components=16, max_iter=10, random_state=0)],
-    expected_failed_checks=lambda est: {**{c: _REASON for c in _N_COMPONENTS_1}, **_SPARSE})
+    expected_failed_checks=lambda est: _SPARSE)
 def test_sklearn_compatible(estimator, check):
     check(estimator)
-
-
-@pytest.mark.parametrize("name", _N_COMPONENTS_1)
-def test_checks_with_valid_n_components(name):
-    """The checks above, on an estimator whose n_components survives the checks' reset."""
-    from sklearn.utils import estimator_checks
-
-    class _Keep(NTClustering):
-        def __setattr__(self, key, value):
-            if key == "n_components" and value == 1 and hasattr(self, "n_components"):
-                return  # the check's reset; keep the valid value
-            super().__setattr__(key, value)
-
-    getattr(estimator_checks, name)("NTClustering", _Keep(3, n_components=16, max_iter=10,
-                                                          random_state=0))
 
 
 @pytest.mark.parametrize("learn_transform", [True, False])

@@ -63,14 +63,14 @@ def test_refused_before_any_allocation_and_the_fit_kept(monkeypatch):
 def test_warning_above_half_of_the_available_memory(monkeypatch):
     X = _blobs(30, 3000)
     need = model_memory(30, 3000, 3000)
-    model = NTClustering(3, random_state=0)
+    model = NTClustering(3, n_components=3000, random_state=0)
     with warnings.catch_warnings():   # an error: the fit stops before its work
         warnings.simplefilter("error", MemoryUsageWarning)
         monkeypatch.setattr(graph, "available_memory", lambda: int(1.5 * need))
         with pytest.raises(MemoryUsageWarning, match=f"{need / 2**30:.1f} GiB"):
             model.fit(X)
-        monkeypatch.setattr(graph, "available_memory", lambda: 2 * need + 2)
-        model.fit(X[:, :600])   # ordinary sizes: no warning (n_components 2100 x 600)
+        model.set_params(n_components="auto").fit(X)   # the default, M = 2100: no warning
+        assert model.components_.shape == (2100, 3000)
     assert model.labels_.shape == (30,)
 
 
@@ -79,7 +79,7 @@ def test_warning_above_the_fixed_threshold(monkeypatch, avail):
     # 2 x 12000: A of 12000 x 12000 (1.1 GB) whatever the memory, unknown memory included
     assert model_memory(2, 12000, 12000) > MODEL_WARN_BYTES > model_memory(2, 4000, 4000)
     monkeypatch.setattr(graph, "available_memory", lambda: avail)
-    model = NTClustering(2, n_neighbors=1, random_state=0)
+    model = NTClustering(2, n_components=12000, n_neighbors=1, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", MemoryUsageWarning)
         with pytest.raises(MemoryUsageWarning, match="12000 x 12000"):

@@ -737,7 +737,7 @@ def _graph_entries(model):
     ("n_iter_", lambda m: np.array(np.inf), "n_iter_"),
     ("n_iter_", lambda m: np.array(1.5), "n_iter_"),
     ("n_iter_", lambda m: np.array(-1), "n_iter_"),
-    ("n_features_in_", lambda m: np.array(10 ** 18), "n_features"),
+    ("n_features_in_", lambda m: np.array(10 ** 18), "components_ has shape"),
     ("n_features_in_", lambda m: np.array(True), "n_features_in_"),
     ("scale_", lambda m: np.array("1.0"), "scale_"),
     ("scale_", lambda m: np.array(np.nan), "scale_"),
@@ -836,3 +836,21 @@ def test_fuzz_truncations_and_bit_flips(model, graph_model, X, tmp_path, which, 
         assert labels.shape == (len(X),) and labels.min() >= 0
         assert labels.max() < loaded.n_clusters
     assert outcomes["ValueError"] > 0
+
+
+@pytest.mark.slow   # 2101 x 2101 maps: ~50 s
+def test_files_of_the_earlier_auto_rule_load_and_continue(tmp_path):
+    # n_components="auto" was max(2100, N): such a file holds an N x N map above 2100 features
+    import json
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((12, 2101)) + 3.0 * np.repeat(rng.standard_normal((2, 2101)), 6, 0)
+    old = NTClustering(2, n_components=2101, random_state=0).fit(X)
+    params = dict(old.get_params(), n_components="auto")
+    path = _craft(old.save(tmp_path / "m"), tmp_path / "old.npz",
+                  params=_npy_bytes(np.array(json.dumps(params))))
+    model = ntnumba.load(path)
+    assert model.n_components == "auto" and model.components_.shape == (2101, 2101)
+    np.testing.assert_array_equal(model.transform(X), old.transform(X))
+    model.partial_fit(X)   # continues the 2101 x 2101 map
+    assert model.components_.shape == (2101, 2101)
+    assert NTClustering(2, random_state=0).fit(X).components_.shape == (2100, 2101)

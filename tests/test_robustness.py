@@ -83,7 +83,7 @@ def test_wrong_number_of_features_at_predict():
     (dict(lambda1=-1), ValueError, r"lambda1: must be >= 0"),
     (dict(lambda_e=np.nan), ValueError, r"lambda_e: must be finite"),
     (dict(lambda2=-16.0), ValueError, r"lambda2: must be >= 0"),
-    (dict(n_components=4), ValueError, r"n_components: must be >= n_features \(6\)"),
+    (dict(n_components=0), ValueError, r"n_components: must be >= 1"),
     (dict(n_similarity=0), ValueError, r"n_similarity: must be >= 1"),
     (dict(n_clusters=0), ValueError, r"n_clusters: must be >= 1"),
     (dict(n_clusters=2.5), TypeError, r"n_clusters: expected an integer"),

@@ -14,8 +14,9 @@ import naive_transform as nv
 from ntnumba import NTClustering
 from ntnumba.engine import loop
 from ntnumba.engine import passes
-from ntnumba.model.transform import (orthogonal_singular_value, row_span, span_map,
-                                     span_statistics, transform_objective, update_transform)
+from ntnumba.model.transform import (orthogonal_singular_value, principal_span,
+                                     project_statistics, row_span, span_map, span_statistics,
+                                     transform_objective, update_transform)
 
 LAMS = dict(lambda2=1.0, lambda3=2.0, lambda4=0.5)
 PAPER = dict(lambda2=8.0, lambda3=8.0, lambda4=8.0)   # the paper's priors / (1 + lambda_a)
@@ -200,8 +201,8 @@ def test_span_statistics_and_errors():
     with pytest.raises(ValueError, match="span"):
         update_transform(A=A0, stats=update_transform.__globals__["transform_statistics"](
             X, Ybar), span=sp)
-    with pytest.raises(ValueError, match="M >= N"):
-        update_transform(X, Ybar[:, :5], A0[:5], span=sp)
+    with pytest.raises(ValueError, match="M >= r"):   # M < N: the map of the span, M >= r
+        update_transform(X, Ybar[:, :3], A0[:3], span=sp)
 
 
 def test_span_with_no_data_is_the_prior():
@@ -284,3 +285,80 @@ def test_fit_of_zero_rows_with_fewer_rows_than_features():
     s0 = orthogonal_singular_value(*(v / 2.0 for v in (16.0, 16.0, 16.0)))
     np.testing.assert_allclose(np.linalg.svd(model.components_, compute_uv=False), s0,
                                rtol=1e-12)
+
+
+# ------------------------------------------------- n_components < N: the model of a subspace
+@pytest.mark.parametrize("n,N,M", [(6, 20, 8), (5, 9, 5), (12, 40, 30)])
+def test_subspace_step_is_the_step_of_the_projected_rows(n, N, M):
+    # M < N: A = A1 P^T with A1 the ordinary (M >= r) update of the coordinates X P from A0 P
+    X, Ybar, A0, _ = _problem(n, N, M, 3)
+    sp = row_span(X)
+    A, hist = update_transform(X, Ybar, A0, span=sp, return_history=True, **PAPER)
+    A1, hist1 = update_transform(X @ sp.basis, Ybar, A0 @ sp.basis, return_history=True,
+                                 **PAPER)
+    np.testing.assert_allclose(A, A1 @ sp.basis.T, rtol=0, atol=1e-10 * np.abs(A1).max())
+    np.testing.assert_allclose(hist, hist1, rtol=1e-10)
+    np.testing.assert_allclose(_outside(A, sp.basis), 0.0, atol=1e-12)
+    A_on = update_transform(X, Ybar, A0, span=sp, online_rate=0.5, **PAPER)
+    np.testing.assert_allclose(A_on, (0.5 * A0 @ sp.basis + 0.5 * A1) @ sp.basis.T, rtol=0,
+                               atol=1e-10 * np.abs(A1).max())
+    with pytest.raises(ValueError, match="expected M >= r"):
+        update_transform(X, Ybar[:, :n - 1], A0[:n - 1], span=sp, **PAPER)
+
+
+def test_principal_span_is_the_top_singular_subspace():
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((40, 9)) * np.arange(1, 10)       # distinct singular values
+    sp = principal_span(X.T @ X, 40, 4)
+    W = np.linalg.svd(X)[2][:4].T                              # reference: numpy's SVD of X
+    np.testing.assert_allclose(sp.basis @ sp.basis.T, W @ W.T, atol=1e-10)
+    np.testing.assert_allclose(sp.gram, (X @ sp.basis).T @ (X @ sp.basis), atol=1e-9)
+    sub = row_span(X[:3], max_rank=2)
+    W3 = np.linalg.svd(X[:3])[2][:2].T
+    np.testing.assert_allclose(sub.basis @ sub.basis.T, W3 @ W3.T, atol=1e-10)
+    st = project_statistics(loop.TransformStatistics(X.T @ X, Ybar := rng.standard_normal(
+        (5, 9)), 1.0, 40, np.dtype(np.float64)), sp)
+    np.testing.assert_allclose(st.cross, Ybar @ sp.basis)
+
+
+def _row_space_in(A, B):
+    """Largest |A v| over unit v orthogonal to the columns of B (orthonormal)."""
+    out = A - (A @ B) @ B.T
+    return np.linalg.norm(out, 2) / np.linalg.norm(A, 2)
+
+
+@pytest.mark.parametrize("M", [40, 20])
+@pytest.mark.parametrize("kw", [dict(), dict(assign="objective", init="k-means++"),
+                                dict(online_fraction=0.8, assign="objective")],
+                         ids=["default", "objective", "online"])
+def test_fit_with_fewer_components_than_features(kw, M):
+    # M < N: A is zero outside the rows' top-min(n, M) singular subspace (numpy's SVD: their
+    # span when n = 30 <= M); new rows' parts outside it change nothing
+    X = _wide(n=30, N=48)
+    model = NTClustering(3, n_components=M, max_iter=2, random_state=0, **kw).fit(X)
+    assert model.components_.shape == (M, 48)
+    P = np.linalg.svd(X * model.scale_)[2][:min(30, M)].T
+    assert _row_space_in(model.components_, P) < 1e-10
+    assert np.linalg.matrix_rank(model.components_) == min(30, M)
+    rng = np.random.default_rng(1)
+    Z = rng.standard_normal((5, 48))
+    Z_out = Z - (Z @ P) @ P.T
+    np.testing.assert_allclose(model.transform(Z + Z_out), model.transform(Z), atol=1e-9)
+    assert np.all(np.isfinite(model.objective_history_))
+
+
+def test_fit_in_a_principal_subspace_and_partial_fit():
+    # n > N > M: the top-M principal subspace of the scaled rows (numpy's SVD as reference)
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((90, 12)) * np.linspace(3.0, 0.5, 12) + 4.0 * rng.standard_normal(
+        (3, 12))[np.repeat(np.arange(3), 30)]
+    model = NTClustering(3, n_components=7, max_iter=2, random_state=0, assign="objective",
+                         init="k-means++").fit(X)
+    W = np.linalg.svd(X * model.scale_)[2][:7].T
+    assert _row_space_in(model.components_, W) < 1e-9
+    assert np.linalg.matrix_rank(model.components_) == 7
+    part = NTClustering(3, n_components=7, random_state=0)
+    part.partial_fit(X[:45])
+    part.partial_fit(X[45:])   # running sums (forget=1): the principal subspace of all rows
+    W = np.linalg.svd(X * part.scale_)[2][:7].T
+    assert _row_space_in(part.components_, W) < 1e-9

@@ -101,8 +101,9 @@ def test_refit_failing_validation_keeps_the_fitted_state(data):
     bad[3, 1] = np.nan
     with pytest.raises(ValueError, match="X"):
         model.fit(bad)
-    with pytest.raises(ValueError, match="n_components"):   # valid X, 30 > 24 features
-        model.fit(np.random.default_rng(0).standard_normal((50, 30)))
+    with pytest.raises(ValueError, match="n_similarity"):   # valid X, an invalid parameter
+        model.set_params(n_similarity=0).fit(np.random.default_rng(0).standard_normal((50, 30)))
+    model.set_params(n_similarity=2)
     with pytest.raises(ValueError, match="n_samples"):
         model.fit(X[:2], chunk_size=2)
     _same(before, vars(model), "validation")

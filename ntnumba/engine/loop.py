@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numba.core import event as numba_event
+from tqdm import tqdm
 
 from . import passes as P
 from ..partition import select
@@ -25,8 +26,9 @@ from .passes import compute_Q  # noqa: F401 - the driver's name for it
 from .fitted import FittedModel
 from .sources import MemoryBlocks, block_rows
 from ..model.theta import data_terms, prior_up, solve_theta, theta_objective
-from ..model.transform import (RowSpan, TransformStatistics, row_span, stage3_regulariser,
-                               stage3_regulariser_sv, update_transform)
+from ..model.transform import (RowSpan, TransformStatistics, principal_span, project_statistics,
+                               row_span, stage3_regulariser, stage3_regulariser_sv,
+                               update_transform)
 from ..core.validation import user_stacklevel
 
 #: Size of the reference sample of every fit (in memory, chunked, Dask): the initialisation and,
@@ -117,6 +119,7 @@ class Context:
     forget: float = None          # partial_fit: running sums = forget * sums + this pass
     theta_sums: dict = None
     transform_sums: TransformStatistics = None
+    subspace: RowSpan = None      # n_components < N: the subspace of the model (model_span)
 
 
 def full_objective(X, A, Y, labels, sim, tau, nu, p, Q=None, sv=None):
@@ -139,6 +142,9 @@ def _parameter_terms(A, tau, nu, p, sv=None):
     """``lambda_e u_p(theta) + f_d(A)``: the objective's terms without a sum over samples."""
     val = p.lambda_e * prior_up(tau, nu) if p.lambda_e != 0.0 else 0.0
     if p.learn_transform:
+        if sv is None and A.shape[0] < A.shape[1]:  # the map of a subspace: its singular values
+            sv = np.linalg.svd(np.asarray(A, dtype=np.float64), compute_uv=False)
+            sv = sv[sv > max(A.shape) * np.finfo(np.float64).eps * sv[0]] if sv.size else sv
         if sv is not None:
             val += stage3_regulariser_sv(sv, A.shape[0], p.lambda2, p.lambda3, p.lambda4)
         else:
@@ -291,6 +297,22 @@ def _forgotten(acc, new, forget):
     return new if acc is None else {k: forget * acc[k] + new[k] for k in new}
 
 
+def model_span(ctx, p):
+    """``n_components < N``: the subspace in which the model lives (:class:`RowSpan`, cached on
+    ``ctx``): of ``min(rank, n_components)`` dimensions, the rows' principal subspace (their
+    span when ``n <= n_components``). ``A`` is zero outside it."""
+    if ctx.subspace is None:
+        G, M = ctx.gram, p.n_components
+        if not isinstance(G, RowSpan):
+            ctx.subspace = principal_span(G, ctx.src.n, M)
+        elif G.rank <= M:
+            ctx.subspace = G
+        else:  # row_span's basis is ordered by singular value
+            ctx.subspace = RowSpan(np.ascontiguousarray(G.basis[:, :M]),
+                                   np.ascontiguousarray(G.gram[:M, :M]), G.n_samples)
+    return ctx.subspace
+
+
 def gram(src):
     """``X^T X`` of the source (float64, symmetric); with fewer rows than features the span of
     the rows (:class:`RowSpan`), in which Stage 3 then works."""
@@ -339,10 +361,14 @@ def iterate_blocks(ctx, state, p, rng):
                 rows[b] = r
             blocks = [b for b, *_ in parts]
         args = [(labels[s:e], sim[s:e], rows[b]) for b, (s, e) in enumerate(src.bounds)]
+        sub = p.n_components < src.N
         span = ctx.gram if isinstance(ctx.gram, RowSpan) else None
         gram3 = ctx.gram
-        if span is not None and (p.online_fraction is not None or ctx.forget is not None):
+        if span is not None and (ctx.forget is not None
+                                 or (p.online_fraction is not None and not sub)):
             span, gram3 = None, ctx.gram.full_gram()  # a subset's, running sums: all of R^N
+        elif sub and ctx.forget is None:
+            span = gram3 = model_span(ctx, p)
         G, cross, tsq = src.map(P.pass_stage3, args, (tau, nu, p.lambda_a,
                                                       None if span is None else span.basis),
                                 use_carry=True, blocks=blocks, combine=P.add)
@@ -351,11 +377,14 @@ def iterate_blocks(ctx, state, p, rng):
                                      max(float(tsq), 0.0), m, src.dtype)
         if ctx.forget is not None:
             stats3 = ctx.transform_sums = _forgotten(ctx.transform_sums, stats3, ctx.forget)
+        if sub and span is None:  # running sums in R^N: the model of their principal subspace
+            span = principal_span(stats3.gram, stats3.n_samples, p.n_components)
+            stats3 = project_statistics(stats3, span)
         if p.online_fraction is None:
             A = update_transform(A=A, stats=stats3, workspace=ctx.workspace, span=span,
                                  **stage3_priors(p))
         else:
-            A = update_transform(A=A, stats=stats3, online_rate=p.online_rate,
+            A = update_transform(A=A, stats=stats3, online_rate=p.online_rate, span=span,
                                  **stage3_priors(p))
     args = [(labels[s:e], sim[s:e]) for s, e in src.bounds]
     obj = float(src.map(P.pass_objective, args, (A, tau, nu, p, src.keep_q), use_carry=True,
@@ -382,9 +411,9 @@ def _fmt_time(s):
 
 class Report(numba_event.Listener):
     """The ``verbose`` output of a fit (stderr): one line per phase with its time, one per
-    iteration, the total. numba's compilations (``"numba:compile"`` events: first calls, not
-    cache loads) are announced once and timed apart (``with report:``). ``verbose >= 2`` adds
-    the internals of the graph partition."""
+    iteration, the total; tqdm progress bars on a terminal. numba's compilations
+    (``"numba:compile"`` events: first calls, not cache loads) are announced once and timed
+    apart (``with report:``). ``verbose >= 2`` adds the internals of the graph partition."""
 
     def __init__(self, verbose=0, stream=None):
         self.verbose = int(verbose or 0)
@@ -393,8 +422,15 @@ class Report(numba_event.Listener):
         self.compiling, self.depth, self.since = 0.0, 0, None
 
     def __call__(self, msg):
-        if self.verbose:
-            print(msg, file=self.stream, flush=True)
+        if self.verbose:   # above the progress bars of the stream
+            tqdm.write(msg, file=self.stream)
+            self.stream.flush()
+
+    def bar(self, total, desc, show=True, delay=1.0, **kw):
+        """A tqdm progress bar on the stream (``with`` it; cleared when closed), shown with
+        ``verbose`` and ``show`` when the stream is a terminal, from ``delay`` seconds on."""
+        return tqdm(total=total, desc=desc, file=self.stream, leave=False, delay=delay,
+                    disable=None if self.verbose and show else True, **kw)
 
     def on_start(self, event):  # compilations are serialised by numba's compiler lock
         self.depth += 1
@@ -460,10 +496,13 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
     t0 = say.elapsed()
     start_iter = state.n_iter
     try:
-        with blas_context():
+        # no delay: every line redraws the bar, and tqdm clears a delayed bar only if it drew it
+        with blas_context(), say.bar(p.max_iter, "iterations", p.max_iter > start_iter + 1,
+                                     delay=0, initial=start_iter) as bar:
             while state.n_iter < p.max_iter:
                 prev = state.objective_history[-1] if state.objective_history else None
                 state, obj, reseeded = iterate_blocks(ctx, state, p, rng)
+                bar.update()
                 if say.verbose:
                     eta = ((say.elapsed() - t0) / (state.n_iter - start_iter)
                            * (p.max_iter - state.n_iter))
@@ -582,7 +621,7 @@ def fit(src, p, *, seeds, seed, warm=None, verbose=0, callback=None):
     of that iterate. ``seed``: of the reference sample. Returns ``(state, rng, ctx)``;
     ``state.interrupted`` after a KeyboardInterrupt during the iterations, or during a later
     restart's initialisation (the last complete iterate)."""
-    say = _report(verbose)
+    say = src.report = _report(verbose)   # the source's passes show progress bars
     with say.phase("feature statistics (X^T X)" if p.learn_transform else None):
         G = gram(src) if p.learn_transform else None
     if warm is not None:

@@ -25,6 +25,7 @@ import sys
 import tempfile
 
 import numpy as np
+from tqdm import tqdm
 
 from ..core.validation import check_scalar
 
@@ -145,24 +146,34 @@ class Blocks:
 
     subsample = True   # above REFERENCE_SIZE rows the reference sample is drawn (driver)
     keep_q = False     # Q = X A^T is not kept between passes
+    report = None      # the fit's loop.Report: a progress bar per pass over several blocks
+
+    def progress(self, blocks):
+        """The progress bar of a pass over ``blocks`` (samples done; ``with`` it)."""
+        rows = sum(self.bounds[b][1] - self.bounds[b][0] for b in blocks)
+        return (tqdm(disable=True) if self.report is None else
+                self.report.bar(rows, "samples", len(blocks) > 1))
 
     def map(self, fn, block_args=None, common=(), *, use_x=True, use_carry=False, store=False,
             blocks=None, combine=None):
         out = []
         acc = None
-        for b in range(len(self.bounds)) if blocks is None else blocks:
-            args = () if block_args is None else block_args[b]
-            r = fn(self._x(b) if use_x else None, self._carry(b) if use_carry else None, *args,
-                   *common)
-            if store:
-                self._store(b, r[0])
-                r = r[1]
-            if combine is None:
-                out.append(r)
-            else:
-                acc = r if acc is None else combine(acc, r)
-            r = None
-            self._done()
+        blocks = range(len(self.bounds)) if blocks is None else blocks
+        with self.progress(blocks) as bar:
+            for b in blocks:
+                args = () if block_args is None else block_args[b]
+                r = fn(self._x(b) if use_x else None, self._carry(b) if use_carry else None,
+                       *args, *common)
+                if store:
+                    self._store(b, r[0])
+                    r = r[1]
+                if combine is None:
+                    out.append(r)
+                else:
+                    acc = r if acc is None else combine(acc, r)
+                r = None
+                self._done()
+                bar.update(self.bounds[b][1] - self.bounds[b][0])
         return out if combine is None else acc
 
     def take(self, rows=None):

@@ -96,7 +96,7 @@ def _infer_block(Xk, carry, est, ctx, what):
             "scores": (scores,)}[what]
 
 
-#: ``n_components="auto"``: the paper's M, or N when there are more features.
+#: ``n_components="auto"``: the paper's M (with more features, the model of a subspace).
 AUTO_COMPONENTS = 2100
 #: at most this many Stage-1 candidates (``n_clusters x n_similarity``) per sample: 40 bytes
 #: each for one sample (a model file declaring 2000 x 2000 took 22.5 GB for 200 rows at once)
@@ -108,15 +108,16 @@ SCALE_WARNING_RATIO = 100.0
 
 
 def auto_components(n_features):
-    """``n_components="auto"``: ``max(2100, N)`` (see :class:`NTClustering`).
+    """``n_components="auto"``: 2100 whatever ``N`` (see :class:`NTClustering`; model files of
+    earlier versions with more features hold ``M = N`` and load as such).
 
     Examples
     --------
     >>> from ntnumba.estimators.clustering import auto_components
     >>> [auto_components(n) for n in (4, 500, 2100, 3000)]
-    [2100, 2100, 2100, 3000]
+    [2100, 2100, 2100, 2100]
     """
-    return int(max(n_features, AUTO_COMPONENTS))
+    return AUTO_COMPONENTS
 
 
 def _feature_std(X):
@@ -174,10 +175,11 @@ MODEL_WARN_BYTES = 2 << 30
 def model_memory(n, N, M, itemsize=8):
     """Bytes of the paper's model on ``n`` rows of ``N`` features (``M = n_components``),
     float64 values: three M x N maps, ten ``min(n, N) x (M + N)`` arrays of Stage 3, ``Q`` and
-    ``Y`` (in blocks above MEMORY_BUDGET), two N x N for float32 input; times 1.5 (measured:
-    docs/user_guide.md, "Memory of wide data")."""
+    ``Y`` (in blocks above MEMORY_BUDGET), two N x N for float32 input or for the principal
+    subspace (``M < N <= n``); times 1.5 (measured: docs/user_guide.md, "Memory of wide
+    data")."""
     return int(12 * (3 * M * N + 10 * min(n, N) * (M + N) + min(2 * n * M, MEMORY_BUDGET // 8)
-                     + (2 * N * N if itemsize < 8 else 0)))
+                     + (2 * N * N if itemsize < 8 or M < N <= n else 0)))
 
 
 def _check_model_memory(n, p, N, itemsize):
@@ -193,6 +195,15 @@ def _check_model_memory(n, p, N, itemsize):
     if need > avail:
         raise MemoryError(msg)
     warnings.warn(msg, MemoryUsageWarning, stacklevel=user_stacklevel())
+
+
+def _auto_as_fitted(est, p):
+    """``p`` of a continued fit: ``n_components="auto"`` keeps the fitted map's M (the earlier
+    rule ``max(2100, N)`` of model files of earlier versions)."""
+    A = est._fitted.state.A
+    if est.n_components == "auto" and A is not None and A.shape[0] != p.n_components:
+        return replace(p, n_components=A.shape[0])
+    return p
 
 
 def _graph_neighbors(p, n):
@@ -326,12 +337,14 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     n_clusters : int, default 8
         Number of clusters ``C`` (= number of dissimilarity parameters ``Cd``).
     n_components : int or "auto", default "auto"
-        Dimension ``M`` of the NT representations (rows of ``A``); must be >= n_features when
-        ``learn_transform=True``. ``"auto"``: ``M = max(2100, N)`` for ``N`` features (the
-        cost grows as ``N^3``: reduce many thousands of features first, e.g. with PCA; fewer
-        components were less stable on few features, see the user guide). Ignored when
-        ``learn_transform=False`` (then ``M = N``). The value used is
-        ``components_.shape[0]``.
+        Dimension ``M`` of the NT representations (rows of ``A``). ``"auto"``: 2100, the
+        paper's. With ``M >= N`` features the paper's model on all of ``R^N``; with
+        ``M < N`` the model lives in the training rows' principal subspace of
+        ``min(rank, M)`` dimensions (their span when there are at most ``M`` rows: exact for
+        them): ``A`` is zero outside it, so the part of a new row outside it does not enter
+        ``transform``, ``score`` or the model's ``predict``. Its cost is bounded by ``M``
+        whatever ``N``. Ignored when ``learn_transform=False`` (then ``M = N``). The value
+        used is ``components_.shape[0]``.
     n_similarity : int, default 2
         Number of similarity parameters ``Cs`` (>= 1).
     lambda0, lambda1 : float, default 0.03
@@ -348,16 +361,11 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     learn_transform : bool, default True
         Learn ``A``; with False, ``A = I`` and only Stages 1 and 2 alternate.
     assign : {"graph", "objective", "paper"}, default "graph"
-        Assignment rule. ``"paper"`` is the paper's Stage 1 (min-max score only); read literally
-        it collapses into one cluster while learning (see the user guide). ``"objective"``
-        minimises the full per-sample cost of the learning problem. ``"graph"`` (the default,
-        not in the paper): the clusters are a spectral partition of the k-NN graph of the
-        paper's support-intersection similarity ``rho`` between the samples' NT
-        representations, after removing the principal directions shared by all clusters (what
-        the similarity parameters ``nu`` stand for); it is computed once from the initial
-        transform and kept, and the iterations fit ``tau``, ``nu`` and ``A`` to it (the
-        user guide; ``docs/algorithm.md``). The similarity depends on angles, not norms: on
-        data of 2-3 features prefer ``"objective"``.
+        ``"paper"``: the paper's Stage 1 (min-max score only; read literally it collapses
+        into one cluster while learning). ``"objective"``: the full per-sample cost of the
+        learning problem. ``"graph"`` (not in the paper): a spectral partition of the k-NN
+        graph of the samples with their shared directions removed, computed once and kept;
+        the iterations fit ``tau``, ``nu`` and ``A`` to it (user guide, docs/algorithm.md).
     online_fraction : None or float in (0, 1], default None
         Paper's online A update: ``A_hat`` from a random fraction of the samples.
     online_rate : float in [0, 1], default 0.5
@@ -377,21 +385,12 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         relaxed C-way normalised cut is used (no labels involved); the choice is in
         ``n_shared_``.
     representation : {"auto", "as-is"}, default "auto"
-        What the graph's similarity (an angle between centred samples) sees. ``"auto"``:
-        when the largest feature standard deviation exceeds 10 times the median one, the
-        initial map ``A`` standardises the features (its columns scaled by ``1 / std``; with
-        ``learn_transform=False`` the graph alone sees them standardised); with at most 16
-        features, the partition is spectral clustering of the Euclidean k-NN graph
-        (``k = 2 n_neighbors``, k-means on the embedding), and the vote of new samples compares
-        them with an extra constant coordinate as large as their median distance from the
-        mean, so that the distance counts besides the angle. Neither triggers on images.
-        With more features, the partition of the samples on their ``4 n_clusters`` leading
-        principal directions replaces that of the samples when its normalised cut is lower by
-        more than 2% (new samples are still compared in all features), and the k-means
-        partition of a UMAP-type layout of the same rows (``ntnumba.partition.embedding``)
-        replaces it when its normalised cut on the same k-NN graph is lower (documents: 57 ->
-        83% accuracy on RELATHE; ``verbose`` says which was kept). All are decided from
-        the data alone (``ntnumba/partition/select.py``, ``docs/dev_results.md``). ``"as-is"``:
+        What the graph sees. ``"auto"``, decided from the data alone
+        (``ntnumba/partition/select.py``; the user guide): features of very different scales
+        standardised; at most 16 features, spectral clustering of the Euclidean k-NN graph;
+        more, the partition on the ``4 n_clusters`` leading principal directions, or the
+        k-means partition of a UMAP-type layout (``ntnumba.partition.embedding``; documents),
+        when its normalised cut is lower (``verbose`` says which was kept). ``"as-is"``:
         none.
     max_iter : int, default 1
         Maximum number of iterations (the paper runs 100). With ``assign="graph"`` the
@@ -403,26 +402,21 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     n_init : int, default 1
         Restarts from different initialisations; the one with the lowest objective is kept.
     scaling : {"rms", "standard", "none", None}, default "rms"
-        ``"rms"`` multiplies the data by one scalar (learned in ``fit``, kept in ``scale_``) so
-        that the mean squared feature value is 1, the scale of the paper's unit-variance images
-        (the min-max score is not scale invariant). It keeps the relative scales of the
-        features: right for pixels, wrong for tabular data of mixed units. ``"standard"``
-        first centres every feature and divides it by its standard deviation (learned in
-        ``fit``: ``feature_mean_``, ``feature_scale_``; constant features are only centred),
-        then applies ``"rms"``; not supported by ``fit(X, chunk_size=...)`` and the Dask
-        estimator. ``fit`` warns when the largest feature standard deviation exceeds the
-        median one 100 times and nothing standardises them, and when some vary by less than
-        1e-12 of the largest. ``"none"`` (or ``None``) uses the data as given (the paper's
-        literal setting when the images are already normalised). See the user guide, "Data
-        scale".
+        ``"rms"``: one scalar (``scale_``) makes the mean squared feature value 1, the scale
+        of the paper's unit-variance images; the features keep their relative scales (right
+        for pixels). ``"standard"``: every feature centred and divided by its standard
+        deviation first (``feature_mean_``, ``feature_scale_``; not with ``chunk_size`` or
+        Dask). ``"none"`` / ``None``: the data as given. ``fit`` warns about features of very
+        different or vanishing scales. User guide, "Data scale".
     random_state : int, RandomState instance or None, default None
         Seed of every random draw (initialisation, online subsets).
     n_jobs : int or None, default None
         Numba threads during fit/predict (-1: all); restored afterwards.
     verbose : int, default 0
         On stderr: 1, one line per phase with its time, per iteration (objective, change,
-        elapsed, ETA) and a total, numba's first-call compilation timed apart; 2, also the
-        graph partition's internals.
+        elapsed, ETA) and a total, numba's first-call compilation timed apart, and on a
+        terminal progress bars (tqdm: iterations, passes over blocks, ``predict`` in blocks);
+        2, also the graph partition's internals.
     warm_start : bool, default False
         Continue from the previous fit's parameters and iteration count (``max_iter`` counts
         all iterations): a fit split into pieces equals an uninterrupted fit.
@@ -476,10 +470,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
 
     Notes
     -----
-    The full objective is non-increasing over iterations for ``assign="objective"``, batch A
-    updates and ``lambda_e = 0``; the ``lambda_e`` prior couples the tau updates (each tau update
-    ignores its appearance in the other parameters' priors), the online A update and the
-    ``"paper"`` rule are not monotone.
+    The full objective is non-increasing for ``assign="objective"``, batch A updates and
+    ``lambda_e = 0`` (the ``lambda_e`` prior, the online update and ``"paper"`` are not
+    monotone).
 
     **Defaults and the paper.** The defaults clustered best on COIL-20, ORL and Extended Yale B
     at the paper's resolutions, one configuration for all three (``docs/results.md``,
@@ -537,11 +530,6 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         :data:`PARAMETER_CONSTRAINTS`, then the checks between parameters."""
         v = validate_params(self.get_params(), PARAMETER_CONSTRAINTS)
         M = auto_components(n_features) if v["n_components"] == "auto" else v["n_components"]
-        if v["learn_transform"] and M < n_features:
-            raise ValueError(f"n_components: must be >= n_features ({n_features}) when "
-                             f"learn_transform=True (an overcomplete map), got {M}; use "
-                             f"n_components='auto' (here {auto_components(n_features)}), "
-                             "reduce the features first (e.g. PCA), or learn_transform=False")
         if v["n_clusters"] * v["n_similarity"] > MAX_CANDIDATES:  # one row's Stage 1 in memory
             raise ValueError(f"n_clusters x n_similarity: at most {MAX_CANDIDATES} candidates "
                              f"per sample (40 bytes each), got {v['n_clusters']} x "
@@ -702,6 +690,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         if warm and src.N != self.n_features_in_:
             raise ValueError(f"X: has {src.N} features, but the fitted model (warm_start=True) "
                              f"has {self.n_features_in_}")
+        p = _auto_as_fitted(self, p) if warm else p
         _check_model_memory(src.n, p, src.N, np.dtype(src.dtype).itemsize)
         seeds = check_random_state(self.random_state).randint(_INT32_MAX, size=self.n_init)
         seed = check_random_state(self.random_state).randint(_INT32_MAX)
@@ -808,6 +797,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         X = checked._check_X(X, reset=checked is not self, dense=True)
         p = self._params(X.shape[1])
         _check_model_memory(X.shape[0], p, X.shape[1], X.dtype.itemsize)
+        p = _auto_as_fitted(self, p) if cont or from_fit else p
         X, stats = self._standardise(X, learn=not (cont or from_fit))
         src = MemoryBlocks(X)
         seed = check_random_state(self.random_state).randint(_INT32_MAX)
@@ -908,11 +898,13 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             if p.rule == "graph":
                 ctx = self._vote_context(passes.RowIndex(ref))
             out = None
-            for b, (start, stop) in enumerate(src.bounds):
-                part = src.map(_infer_block, None, (self, ctx, what), blocks=[b])[0]
-                out = out or [np.empty((src.n,) + a.shape[1:], a.dtype) for a in part]
-                for o, a in zip(out, part):
-                    o[start:stop] = a
+            with loop.Report(self.verbose).bar(src.n, "samples", len(src.bounds) > 1) as bar:
+                for b, (start, stop) in enumerate(src.bounds):
+                    part = src.map(_infer_block, None, (self, ctx, what), blocks=[b])[0]
+                    out = out or [np.empty((src.n,) + a.shape[1:], a.dtype) for a in part]
+                    for o, a in zip(out, part):
+                        o[start:stop] = a
+                    bar.update(stop - start)
         return out
 
     def _matches(self, raw, X, index):

@@ -49,6 +49,7 @@ values. ``save`` is atomic (a synced temporary file renamed). Files of the remov
 ``relabel``, ``prototypes`` and ``n_dissimilarity`` load with them ignored.
 """
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -605,6 +606,9 @@ def _load(f, path, params_of):
             raise ValueError(f"path: {path} is missing {missing} (needed by assign='graph'): "
                              "truncated or corrupted model file")
     # the declared shapes, from the model's own dimensions (n: the number of training samples)
+    if (params.get("n_components", "auto") == "auto" and p.learn_transform
+            and f.header("components_")[1] == (N, N) and N > p.n_components):
+        p = dataclasses.replace(p, n_components=N)  # earlier "auto": max(2100, N)
     M = p.n_components if p.learn_transform else N
     C, Cs = p.n_clusters, p.n_similarity
     float_kinds = "f"

@@ -1,7 +1,8 @@
 """Stage 3 of the NT clustering algorithm: the linear map ``A``.
 
-Row convention: ``X`` (n, N), target ``Ybar`` (n, M), ``A`` (M, N) with ``M >= N``, so that
-``Q = X @ A.T``. The problem::
+Row convention: ``X`` (n, N), target ``Ybar`` (n, M), ``A`` (M, N) with ``M >= N`` (or the
+map of a subspace, zero outside it, ``M < N``: ``update_transform(span=)``), ``Q = X @ A.T``.
+The problem::
 
     f(A) = 1/2 ||X A^T - Ybar||_F^2 + lambda2/2 ||A||_F^2 + lambda3/2 ||A A^T - I||_F^2
            - lambda4 log det(A^T A)
@@ -264,11 +265,11 @@ def _check_lambdas(lambda2, lambda3, lambda4):
             check_scalar(lambda4, "lambda4", low=0.0))
 
 
-def _check_A(A, M, N, name="A"):
+def _check_A(A, M, N, name="A", subspace=False):
     A = as_float_array(A, name, ndim=2)
     if M is not None and A.shape != (M, N):
         raise ValueError(f"{name}: expected shape {(M, N)}, got {A.shape}")
-    if A.shape[0] < A.shape[1]:
+    if A.shape[0] < A.shape[1] and not subspace:
         raise ValueError(f"{name}: expected M >= N (overcomplete), got shape {A.shape}")
     return A
 
@@ -969,15 +970,17 @@ class RowSpan:
         return G
 
 
-def row_span(X):
+def row_span(X, max_rank=None):
     """The span of the rows of ``X`` (:class:`RowSpan`), from the thin SVD ``X = U S W^T``.
 
-    The basis: the right singular vectors above numpy's rank tolerance ``max(n, N) eps s_max``.
-    Cost ``O(n^2 N)`` time, ``O(n N)`` memory.
+    The basis: the right singular vectors above numpy's rank tolerance ``max(n, N) eps s_max``,
+    the first ``max_rank`` of them (the principal subspace of that size). Cost ``O(n^2 N)``
+    time, ``O(n N)`` memory.
 
     Parameters
     ----------
     X : array-like of shape (n, N)
+    max_rank : int, optional
 
     Returns
     -------
@@ -1002,11 +1005,43 @@ def row_span(X):
         scale = np.ldexp(1.0, -int(np.frexp(big)[1]))
         with _serial_lapack():
             _, s, Wt = _svd(X * scale, full_matrices=False)
-        keep = s > max(n, N) * _EPS * s[0]
+        keep = np.flatnonzero(s > max(n, N) * _EPS * s[0])[:max_rank]
         basis = np.ascontiguousarray(Wt[keep].T)
     Xp = _matmul(X, basis)
     gram = Xp.T @ Xp
     return RowSpan(basis, 0.5 * (gram + gram.T), n)
+
+
+def principal_span(G, n_samples, max_rank):
+    """The principal subspace of at most ``max_rank`` dimensions of rows whose ``X^T X`` is
+    ``G`` (:class:`RowSpan`): the eigenvectors of the largest eigenvalues, above the rank
+    tolerance ``N eps lambda_max``. Cost ``O(N^3)`` time, ``O(N^2)`` memory.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba.model.transform import principal_span
+    >>> X = np.random.default_rng(0).standard_normal((50, 6))
+    >>> principal_span(X.T @ X, 50, 4).basis.shape
+    (6, 4)
+    """
+    G = np.asarray(G, dtype=np.float64)
+    with _serial_lapack():
+        w, V = np.linalg.eigh(0.5 * (G + G.T))
+    w, V = w[::-1], V[:, ::-1]
+    keep = np.flatnonzero(w > G.shape[0] * _EPS * max(w[0] if w.size else 0.0, 0.0))[:max_rank]
+    basis = np.ascontiguousarray(V[:, keep])
+    gram = _matmul(basis.T, _matmul(G, basis))
+    return RowSpan(basis, 0.5 * (gram + gram.T), n_samples)
+
+
+def project_statistics(stats, span):
+    """:class:`TransformStatistics` in full coordinates (``X^T X`` N x N) taken to the
+    coordinates of ``span`` (the rows ``X @ span.basis``)."""
+    P = span.basis
+    gram = _matmul(P.T, _matmul(stats.gram, P))
+    return TransformStatistics(0.5 * (gram + gram.T), _matmul(stats.cross, P), stats.target_sq,
+                               stats.n_samples, stats.dtype)
 
 
 def span_statistics(X, Ybar, span):
@@ -1223,6 +1258,10 @@ def _span_update(stats, span, A64, lambda2, lambda3, lambda4, n_steps, tol, init
         A1 = np.zeros((M, 0))
         history = [0.5 * stats.target_sq + 0.5 * lambda3 * M]
         sv_r, aga = np.zeros(0), 0.0
+    if M < N:  # the model of the subspace: zero outside it
+        A = _matmul(A1, P.T)
+        ws.update(A=A, sv=sv_r, AGA=aga, G=span.gram)
+        return A, history
     # outside the span every singular value is s0: f gains (N - r)(psi(s0) - lambda3/2)
     const = stage3_regulariser_sv(np.full(N - r, s0), 0, lambda2, lambda3, lambda4)
     history = [h + const for h in history]
@@ -1272,18 +1311,17 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
         Seed of the row subset.
     return_history : bool, default False
         Also return the objective values: ``history[0]`` at the start, ``history[k]`` after
-        step ``k``. A step that would increase ``f`` (rounding at convergence) ends the
-        iteration: it is recorded as the last entry and rejected (``A_new`` is the iterate of
-        ``history[-2]`` then).
+        step ``k`` (a last step that would increase ``f`` is recorded and rejected).
     workspace : dict, optional
-        Carried between calls by the driver (batch, float64): reuses ``lambda_max(X^T X)``
-        while ``stats.gram`` is the same array, and ``<A G, A>`` and the singular values of the
-        returned ``A`` when it is the next ``A``. Updated in place; same results up to rounding.
+        The driver's cache between calls (batch, float64; ``lambda_max``, ``<A G, A>``, the
+        singular values of the returned ``A``): same results up to rounding.
     span : RowSpan, optional
         Work in the span of the rows (``row_span(X)`` of ``ntnumba.model.transform``; fewer rows
-        than features): ``stats`` of the projected rows (``span_statistics``, ``(M, r)``);
-        ``A`` and the result are ``M x N``, ``s0`` times an isometry outside the span (the
-        minimiser there). Batch update only. See Notes.
+        than features; :func:`principal_span`): ``stats`` of the projected rows
+        (``span_statistics``, ``(M, r)``); ``A`` and the result are ``M x N``, ``s0`` times an
+        isometry outside the span (the minimiser there). With ``M < N`` the problem is posed
+        in the span alone (``M >= r``): the result is ``A1 P^T``, zero outside it (the online
+        update too). Batch update only when ``M >= N``. See Notes.
 
     Returns
     -------
@@ -1295,12 +1333,9 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
     Notes
     -----
     Each MM step minimises the majoriser ``c/2||A||^2 - <B_k, A>`` (``B_k = Ybar^T X -
-    A_k (G - c I)``, ``G = X^T X``, ``c >= lambda_max(G)``) exactly through
-    :func:`transform_singular_values`, so ``f`` never increases (the best iterate is kept); with
-    ``init="best"`` and ``A`` given, ``f(A_new) <= f(A)``. The derivation, the acceleration, the
-    completion of the null space of rank-deficient ``X`` and the span of fewer rows than features:
-    ``docs/algorithm.md``, "Stage 3". The online variant (``online_rate`` / ``sample_fraction``) is
-    the paper's, not monotone.
+    A_k (G - c I)``, ``c >= lambda_max(X^T X)``) exactly, so ``f`` never increases; with
+    ``init="best"`` and ``A`` given, ``f(A_new) <= f(A)``. Derivations: ``docs/algorithm.md``,
+    "Stage 3". The online variant is the paper's, not monotone.
 
     Examples
     --------
@@ -1375,9 +1410,6 @@ def _update_in_span(X, Ybar, A, span, stats, lambda2, lambda3, lambda4, n_steps,
     """:func:`update_transform` with ``span`` (checked arguments)."""
     if not isinstance(span, RowSpan):
         raise TypeError(f"span: expected a RowSpan (row_span(X)), got {type(span).__name__}")
-    if online_rate is not None or sample_fraction is not None:
-        raise ValueError("span= is for the batch update: not with online_rate or "
-                         "sample_fraction")
     if stats is None:
         if X is None or Ybar is None:
             raise ValueError("X and Ybar are required when stats= is not given")
@@ -1386,19 +1418,30 @@ def _update_in_span(X, Ybar, A, span, stats, lambda2, lambda3, lambda4, n_steps,
         stats = _resolve_stats(X, Ybar, stats)
     N, r = span.basis.shape
     M = stats.cross.shape[0]
+    if sample_fraction is not None or (online_rate is not None and M >= N):
+        raise ValueError("span= is for the batch update: not with sample_fraction, nor with "
+                         "online_rate unless M < N")
     if stats.cross.shape[1] != r or stats.gram.shape != (r, r):
         raise ValueError(f"stats: expected the statistics of the rows in the span (Ybar^T X "
                          f"of shape ({M}, {r})), got {stats.cross.shape}")
-    if M < N:
-        raise ValueError(f"expected M >= N (overcomplete), got M = {M} rows of Ybar^T X and "
-                         f"N = {N}")
+    if M < r:
+        raise ValueError(f"expected M >= r (overcomplete in the span), got M = {M} rows of "
+                         f"Ybar^T X and r = {r}")
     if init == "current" and A is None:
         raise ValueError("init='current' needs A")
-    A64 = None if A is None else _check_A(A, M, N).astype(np.float64, copy=False)
-    if workspace is not None and stats.dtype != np.float64:
-        workspace = None
-    A_hat, history = _span_update(stats, span, A64, lambda2, lambda3, lambda4, n_steps, tol,
-                                  init, accelerate, workspace)
+    A64 = None if A is None else _check_A(A, M, N, subspace=True).astype(np.float64, copy=False)
+    if online_rate is not None:  # M < N: the online update of the map of the subspace
+        A1 = update_transform(A=_matmul(A64, span.basis), stats=stats, lambda2=lambda2,
+                              lambda3=lambda3, lambda4=lambda4, n_steps=n_steps, tol=tol,
+                              init=init, accelerate=accelerate, online_rate=online_rate,
+                              return_history=return_history)
+        A1, history = A1 if return_history else (A1, None)
+        A_hat = _matmul(np.asarray(A1, dtype=np.float64), span.basis.T)
+    else:
+        if workspace is not None and stats.dtype != np.float64:
+            workspace = None
+        A_hat, history = _span_update(stats, span, A64, lambda2, lambda3, lambda4, n_steps,
+                                      tol, init, accelerate, workspace)
     A_out = A_hat.astype(stats.dtype, copy=False)
     if return_history:
         return A_out, np.asarray(history, dtype=np.float64)
