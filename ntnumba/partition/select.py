@@ -1,9 +1,7 @@
 """What the graph rule's similarity needs from the data, decided without labels.
 
 The graph rule (:mod:`ntnumba.partition.graph`) compares samples by the *angle* between them
-(centred, shared directions removed; the limit of the normalised support-intersection
-similarity of their random NT codes). Two kinds of data break that similarity, and both can be
-seen in the data alone:
+(centred, shared directions removed). Two kinds of data break that, seen in the data alone:
 
 1. **Features on very different scales** (``representation="auto"``). When the largest
    feature standard deviation exceeds ``SCALE_RATIO`` (10) times the median one, the angle is
@@ -11,48 +9,34 @@ seen in the data alone:
    compares the features multiplied by ``1 / std`` (scaled to keep the total variance), and
    the columns of the initial random map ``A`` get the same weights. Images (ratio 1.5-3.7
    on every image set of the development suite) are left as they are.
-2. **Few features** (at most ``FEW_FEATURES`` = 16). The angle between centred samples
-   discards their distance from the centre, one of ``N`` degrees of freedom: negligible for
-   images, decisive for 2-5 features (on 2-D blobs the angle groups samples into pie slices).
-   The graph then compares the centred samples with one extra constant coordinate, as large
-   as the median distance of a sample from the mean (the angle between ``(x, c)`` and
-   ``(z, c)`` tends to the Euclidean distance as ``c`` grows). The thresholds (10 and 16)
-   were set once, not tuned per data set (docs/research/representation-rules.md).
-3. **Few features: a Euclidean graph** (the partition of rule 2's data). Where the constant
-   coordinate applies, the partition itself is not taken from the angular graph but from
-   the Euclidean one (:func:`euclidean_partition`): the symmetrised k-NN graph of the
-   (weighted) samples by Euclidean distance, unit weights, ``k = EUCLIDEAN_FACTOR *
-   n_neighbors`` (10 at the default, the ``n_neighbors`` default of scikit-learn's
-   ``SpectralClustering``; not tuned), the leading eigenvectors of its normalised adjacency
-   and k-means (10 restarts, seeded) on them. With the angular graph of rule 2 and k = 5 the
-   partition of overlapping Gaussian clusters followed small, noisy k-NN components
-   (docs/research/few-features-euclidean-graph.md). ``predict`` keeps the k-NN vote in the
-   rows of rule 2 (centred, constant coordinate).
-4. **More features: the rows or their leading principal directions** (chosen by the cut).
-   Where the angular graph applies, the partition of the rows is compared with that of the
-   rows on their ``TRUNCATE_FACTOR * C`` (4 C) leading principal directions
-   (:func:`truncated_partition`; C clusters; when there are more features and samples than
-   that), each with its own ``r`` chosen as in :mod:`ntnumba.partition.graph` (step 4). The
-   truncated rows' partition is kept when its relaxed normalised cut is below
-   ``1 - TRUNCATE_MARGIN`` (0.98) times the rows' (:func:`fewer_cut`). Both graphs have the
-   same nodes and ``k``, so their cuts compare, but removing directions lowers a cut whatever
-   it does to the clusters (the reason for the cap on ``r``): the truncated rows must do
-   better by a margin. The measured gain is COIL-20's alone, and fragile
-   (docs/research/truncated-principal-directions.md). ``predict`` votes in the rows
-   themselves, with the chosen partition's ``r`` leading principal directions removed
-   (``info["V"]`` mapped back to the features).
+2. **Few features** (at most ``FEW_FEATURES`` = 16). The angle discards the distance from
+   the centre, decisive for 2-5 features (on 2-D blobs: pie slices). The graph then compares
+   the centred samples with one extra constant coordinate, the median distance of a sample
+   from the mean. The thresholds (10 and 16) were set once, not tuned per data set
+   (docs/research/representation-rules.md).
+3. **Few features: a Euclidean graph**. Where the constant coordinate applies, the partition
+   is that of the Euclidean k-NN graph (:func:`euclidean_partition`, ``k = EUCLIDEAN_FACTOR *
+   n_neighbors``: 10, not tuned); on the angular graph at k = 5 overlapping clusters followed
+   small noisy components (docs/research/few-features-euclidean-graph.md). ``predict`` votes
+   in the rows of rule 2.
+4. **More features: the rows or their leading principal directions**. The partition of the
+   rows on their ``TRUNCATE_FACTOR * C`` leading principal directions
+   (:func:`truncated_partition`) is kept when its relaxed cut is below ``1 - TRUNCATE_MARGIN``
+   times the rows' (:func:`fewer_cut`): removing directions lowers a cut whatever it does to
+   the clusters. The gain is COIL-20's alone, and fragile
+   (docs/research/truncated-principal-directions.md). ``predict`` votes in the rows with the
+   chosen partition's ``r`` directions removed.
 5. **More features: the embedding candidate** (chosen by the cut). The rows of the kept
    partition (weights, centring, its ``r`` directions removed) are also laid out by
    :mod:`ntnumba.partition.embedding` (UMAP's objective) and split by k-means; that partition
    is kept when its discrete normalised cut on the default's own k-NN graph of the same rows
    is lower (:func:`embedding_choice`). It rescues documents (RELATHE 57 -> 83 CA) and left the
    other kinds unchanged (docs/research/embedding-partition.md, rule R1).
-6. **A degenerate partition** (:func:`partition`): a cluster of fewer than
-   ``max(SMALL_MIN, SMALL_SHARE * n / C)`` samples (3; 5% of the mean size) - a few
-   outliers or a small separate component of the graph - makes way for the partition of
-   ``C + 1`` (up to ``C + RECOVER``) clusters with its samples outside the ``C`` largest
-   given to those (:func:`merge_small`), when no cluster of that is as small. The cut cannot
-   decide: a separate component is a cluster of cut 0 (docs/research/degenerate-partitions.md).
+6. **A degenerate partition** (:func:`partition`): a cluster of fewer than ``max(SMALL_MIN,
+   SMALL_SHARE * n / C)`` samples (outliers or a small separate component of the graph) makes
+   way for the partition of ``C + 1`` (to ``C + RECOVER``) clusters merged to ``C``
+   (:func:`merge_small`) with no cluster that small. Not by the cut: a separate component is a
+   cluster of cut 0 (docs/research/degenerate-partitions.md).
 
 Rules 1 and 2 are functions of the reference set alone (:func:`graph_space`): the fit and
 ``predict`` recompute them from the same rows. The graph size ``k`` (``n_neighbors``) is the
@@ -60,39 +44,25 @@ same for every data set (docs/research/graph-size-k.md).
 """
 import numpy as np
 
-#: ratio of the largest to the median feature standard deviation above which the graph
-#: standardises the features
+#: the graph standardises features whose largest standard deviation exceeds this times the median
 SCALE_RATIO = 10.0
 #: at most this many features: the graph's similarity gets the constant coordinate
 FEW_FEATURES = 16
-#: the Euclidean graph of few-feature data takes this many times ``n_neighbors`` neighbours
-#: (10 at the default ``n_neighbors=5``: scikit-learn's ``SpectralClustering`` default)
+#: the Euclidean graph of few features takes this many times ``n_neighbors`` neighbours (10)
 EUCLIDEAN_FACTOR = 2
-#: the truncated candidate of data of more features: the rows on their ``TRUNCATE_FACTOR * C``
-#: leading principal directions (C clusters)
+#: rule 4: the rows on their ``TRUNCATE_FACTOR * C`` leading principal directions (C clusters)
 TRUNCATE_FACTOR = 4
 #: ... partitioned instead of the rows themselves when its cut is lower by more than this share
 TRUNCATE_MARGIN = 0.02
-#: rule 6: a cluster of fewer than ``max(SMALL_MIN, SMALL_SHARE * n / C)`` samples is
-#: degenerate; partitions of up to ``C + RECOVER`` clusters are tried instead
+#: rule 6: the degenerate size ``max(SMALL_MIN, SMALL_SHARE n / C)``; up to ``C + RECOVER``
 SMALL_SHARE, SMALL_MIN, RECOVER = 0.05, 3, 3
 REPRESENTATIONS = ("auto", "as-is")
 
 
 def feature_weights(X, *, ratio=SCALE_RATIO):
-    """Per-feature weights that standardise ``X``, or None when its scales are comparable.
-
-    Parameters
-    ----------
-    X : array-like of shape (n, N)
-    ratio : float, default 10
-        Standardise when ``max(std) > ratio * median(std)`` over the non-constant features.
-
-    Returns
-    -------
-    None or ndarray of shape (N,)
-        ``w_j = s / std_j`` (0 for constant features) with ``s`` keeping the total variance:
-        ``sum_j var(w_j x_j) = sum_j var(x_j)``.
+    """Per-feature weights (N,) that standardise ``X`` (n, N) when ``max(std) > ratio *
+    median(std)`` over its non-constant features, else None: ``w_j = s / std_j`` (0 for
+    constant features), ``s`` keeping the total variance ``sum_j var(w_j x_j) = sum_j var(x_j)``.
 
     Examples
     --------
@@ -173,17 +143,13 @@ def graph_space(X, representation="auto"):
 
 
 def partition(X, n_clusters, p, random_state, verbose=0):
-    """The graph partition of ``init="graph"`` with the representation rules (module docs).
-
-    ``X``: the (scaled) data; ``p``: the driver's parameters (``n_neighbors``, ``n_shared``,
-    ``representation``). Returns what :func:`ntnumba.partition.graph.graph_partition` returns;
-    ``info["representation"]`` records the rules applied (1-6, module docs).
-    """
-    from .graph import Progress
-
+    """The graph partition of ``init="graph"`` by rules 1-6 (module docs) of the scaled data
+    ``X``; ``p``: the driver's parameters (``n_neighbors``, ``n_shared``, ``representation``).
+    Returns as :func:`ntnumba.partition.graph.graph_partition`, ``info["representation"]`` the
+    rules applied."""
     labels, info = rules_partition(X, n_clusters, p, random_state, verbose)
     C = int(n_clusters)
-    least = degenerate_size(labels.size, C)
+    least = max(SMALL_MIN, SMALL_SHARE * labels.size / C)
     for extra in range(1, RECOVER + 1 if C * least <= labels.size else 1):  # else none can
         small = int(np.bincount(labels, minlength=C).min())
         if small >= least:
@@ -191,35 +157,22 @@ def partition(X, n_clusters, p, random_state, verbose=0):
         lab, inf = rules_partition(X, C + extra, p, random_state, verbose)
         lab = merge_small(X, lab, inf, C, p)
         if np.bincount(lab, minlength=C).min() >= least:
-            Progress(verbose)(f"a cluster of {small} samples: the partition of {C + extra} "
-                              f"clusters merged to {C} replaces it")
-            inf["representation"] += [f"recovered from a cluster of {small} samples"]
+            inf["representation"] += [f"{C + extra} clusters merged (one of {small} samples)"]
             return lab, inf
     return labels, info
 
 
-def degenerate_size(n, n_clusters):
-    """The size below which a cluster of ``n`` samples in ``n_clusters`` is degenerate:
-    ``max(SMALL_MIN, SMALL_SHARE * n / n_clusters)`` (module docs, rule 6)."""
-    return max(SMALL_MIN, SMALL_SHARE * n / n_clusters)
-
-
 def merge_small(X, labels, info, n_clusters, p):
-    """``labels`` with the samples outside its ``n_clusters`` largest clusters given to those
-    by the k-NN vote of ``predict`` (:func:`ntnumba.partition.graph.knn_vote`) in the rows the
-    partition's graph compared (``info``; features weighted by :func:`graph_space`)."""
+    """``labels`` with the samples outside its ``n_clusters`` largest clusters given to those by
+    ``predict``'s k-NN vote (:func:`ntnumba.partition.graph.knn_vote`) in its graph's rows."""
     from .graph import compact_labels, graph_rows, knn_vote
 
     sizes = np.bincount(labels)
-    big = np.zeros(sizes.size, dtype=bool)
-    big[np.argsort(-sizes, kind="stable")[:n_clusters]] = True
-    inside = big[labels]
-    if not inside.all():
-        w = graph_space(X, getattr(p, "representation", "as-is"))[0]
-        Y = graph_rows(X, info["mean"], info["V"], info.get("offset"), w)
-        labels = labels.copy()
-        labels[~inside] = knn_vote(Y[~inside], Y[inside], labels[inside], sizes.size,
-                                   p.n_neighbors)[0]
+    out = ~np.isin(labels, np.argsort(-sizes, kind="stable")[:n_clusters])
+    Y = graph_rows(X, info["mean"], info["V"], info.get("offset"),
+                   graph_space(X, getattr(p, "representation", "as-is"))[0])
+    labels = labels.copy()
+    labels[out] = knn_vote(Y[out], Y[~out], labels[~out], sizes.size, p.n_neighbors)[0]
     return compact_labels(labels, n_clusters)
 
 
@@ -242,10 +195,9 @@ def rules_partition(X, n_clusters, p, random_state, verbose=0):
             alt = truncated_partition(Xw, n_clusters, p, random_state, verbose)
             if alt is not None:
                 better = fewer_cut(alt[1], info)
-                Progress(verbose)(
-                    f"rows on {alt[1]['truncated']} principal directions: cut "
-                    f"{chosen_cut(alt[1]):.6f} against {chosen_cut(info):.6f}: "
-                    + ("kept" if better else "not kept"))
+                Progress(verbose)(f"rows on {alt[1]['truncated']} principal directions: cut "
+                                  f"{chosen_cut(alt[1]):.6f} against {chosen_cut(info):.6f}: "
+                                  + ("kept" if better else "not kept"))
                 if better:
                     labels, info = alt
                     applied = applied + [f"{info['truncated']} principal directions"]
@@ -307,12 +259,9 @@ def truncated_partition(X, n_clusters, p, random_state, verbose=0):
     """The graph partition of the rows ``X`` on their ``TRUNCATE_FACTOR * n_clusters`` leading
     principal directions (module docs, rule 4), or None when ``X`` spans no more directions.
 
-    Returns ``(labels, info)`` as :func:`ntnumba.partition.graph.graph_partition` with
-    ``info["mean"]`` and ``info["V"]`` in the features of ``X`` (the mean and the ``r`` shared
-    directions the partition removed: ``predict`` votes in the rows of ``X`` with those removed) and
-    ``info["truncated"]`` the number of directions kept. Equal rows count once (as in
-    :func:`ntnumba.partition.graph.graph_partition`): the mean, the directions and the partition are
-    those of the distinct rows, whatever the number of copies of each.
+    Returns ``(labels, info)`` as :func:`ntnumba.partition.graph.graph_partition`, ``info["mean"]``
+    and ``info["V"]`` (the ``r`` directions removed) in the features of ``X``,
+    ``info["truncated"]`` the number of directions kept. Equal rows count once, as in the graph.
 
     Examples
     --------
@@ -378,15 +327,11 @@ def euclidean_graph(X, n_neighbors):
 def euclidean_partition(X, n_clusters, n_neighbors, random_state, *, offset=None, verbose=0):
     """Spectral clustering of the Euclidean k-NN graph of the rows of ``X`` (module docs).
 
-    The symmetrised graph of the ``n_neighbors`` nearest rows by Euclidean distance, every
-    edge of weight 1 (``W = (K + K^T) / 2``; equal rows are one node); the ``n_clusters``
-    leading eigenvectors of ``D^-1/2 W D^-1/2`` (:func:`ntnumba.partition.graph.spectral_embedding`)
-    and k-means (10 restarts, seeded by ``random_state``) on the rows of that embedding.
-
-    Returns ``(labels, info)`` as :func:`ntnumba.partition.graph.graph_partition` (no shared
-    direction removed: ``info["n_shared"] = 0``; ``info["ncut"]`` the relaxed cut of this graph),
-    with ``info["mean"]``, ``info["V"]`` describing the rows of the k-NN vote of ``predict``
-    (:func:`ntnumba.partition.graph.graph_rows` with the constant coordinate ``offset``).
+    :func:`euclidean_graph` (equal rows one node), the ``n_clusters`` leading eigenvectors of
+    ``D^-1/2 W D^-1/2`` (:func:`ntnumba.partition.graph.spectral_embedding`) and k-means (10
+    restarts, seeded) on them. Returns ``(labels, info)`` as
+    :func:`ntnumba.partition.graph.graph_partition` (``info["n_shared"] = 0``; ``info["mean"]``,
+    ``info["V"]`` and ``offset`` give the rows of ``predict``'s vote).
 
     Examples
     --------
