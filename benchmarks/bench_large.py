@@ -196,6 +196,9 @@ def main(argv=None):
     print(f"load average at start: {os.getloadavg()}", flush=True)
     results = []
     methods = args.methods.split(",")
+    unknown = [m for m in methods if m not in _METHODS]
+    if unknown:
+        ap.error(f"--methods: unknown {', '.join(unknown)}; choose from {', '.join(_METHODS)}")
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.data.split(","):
             sizes = [0] if kind in PAPER else [int(float(v)) for v in args.n.split(",")]

@@ -26,3 +26,10 @@ def test_repeat_must_be_positive(capsys):
     with pytest.raises(SystemExit):
         main(["--repeat", "0"])
     assert "--repeat" in capsys.readouterr().err
+
+
+def test_unknown_method_is_named_before_any_fit(capsys):
+    with pytest.raises(SystemExit):
+        main(["--methods", "ntnumba,Kmeans", "--data", "blobs", "--n", "100"])
+    err = capsys.readouterr().err
+    assert "unknown Kmeans" in err and "KMeans" in err

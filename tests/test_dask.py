@@ -34,13 +34,17 @@ def client():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kw", [dict(assign="objective", init="k-means++"),
-                                dict(assign="graph", init="graph")], ids=["objective", "graph"])
+                                dict(assign="graph", init="graph"),
+                                dict(assign="objective", init="k-means++", n_components=6)],
+                         ids=["objective", "graph", "subspace"])
 def test_dask_fit_equals_in_memory_fit(client, kw):
+    # "subspace": n_components < n_features, the model of the rows' principal subspace
     from ntnumba.dask import NTClustering as DaskNT
     X, _ = _blobs()
     X0 = X.copy()
-    a = NTClustering(3, n_components=24, max_iter=3, random_state=0, **kw).fit(X)
-    b = DaskNT(3, n_components=24, max_iter=3, random_state=0, **kw).fit(
+    kw = dict(dict(n_components=24), **kw)
+    a = NTClustering(3, max_iter=3, random_state=0, **kw).fit(X)
+    b = DaskNT(3, max_iter=3, random_state=0, **kw).fit(
         da.from_array(X, chunks=(30, 10)))
     assert isinstance(b.labels_, da.Array)
     _assert_same_fit(a, b.to_local())   # to_local: labels_ of every row, computed from b's
