@@ -147,6 +147,8 @@ def partition(X, n_clusters, p, random_state, verbose=0):
     ``X``; ``p``: the driver's parameters (``n_neighbors``, ``n_shared``, ``representation``).
     Returns as :func:`ntnumba.partition.graph.graph_partition`, ``info["representation"]`` the
     rules applied."""
+    from .graph import Progress
+
     labels, info = rules_partition(X, n_clusters, p, random_state, verbose)
     C = int(n_clusters)
     least = max(SMALL_MIN, SMALL_SHARE * labels.size / C)
@@ -158,6 +160,7 @@ def partition(X, n_clusters, p, random_state, verbose=0):
         lab = merge_small(X, lab, inf, C, p)
         if np.bincount(lab, minlength=C).min() >= least:
             inf["representation"] += [f"{C + extra} clusters merged (one of {small} samples)"]
+            Progress(verbose)(f"degenerate partition: {inf['representation'][-1]}")
             return lab, inf
     return labels, info
 
