@@ -405,56 +405,40 @@ def solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
     (:func:`_tiny_v_exponent`); ``g`` and ``v`` are restored exactly.
     """
     M = b.shape[0]
-    e = _tiny_v_exponent(g, v)
+    st, R = solve_si(b, g, v, k, lam, a, mask, qbuf)
+    if st == OK and not safeguard:
+        return st, R
+    e = _tiny_v_exponent(g, v)   # solve_si restored g and v bit for bit: the same e
     if e > 0:
         _scale_gv(g, v, e)
-    st, R = _si_checked(b, g, v, k, lam, a, mask, qbuf)
-    if st != OK or safeguard:
-        asave = work[1]
-        if st == OK:
-            for j in range(M):
-                asave[j] = a[j]
-            Rsi = R
-        else:
-            Rsi = np.inf
-        st2, R2 = _safeguard(b, g, v, k, lam, a, mask, work[0], qbuf)
-        if st2 == OK_SAFEGUARD and R2 < Rsi:
-            st, R = OK_SAFEGUARD, R2
-        elif np.isfinite(Rsi):
-            for j in range(M):
-                a[j] = asave[j]
-            st, R = OK, Rsi
-        else:
-            st, R = INVALID, np.inf
-        # the point of zero ratio term (a corner, optimal when v is tiny there), a cheap check
-        az = work[0]
+    asave = work[1]
+    if st == OK:
         for j in range(M):
-            az[j] = b[j] / k[j] if (g[j] == 0.0 and b[j] > 0.0) else 0.0
-        Rz, _, _ = _eval_reduced(b, g, v, k, lam, az)
-        if Rz < R:
-            for j in range(M):
-                a[j] = az[j]
-            st, R = OK_SAFEGUARD, Rz
-        st, R = _checked(b, g, v, k, lam, a, st, R)
+            asave[j] = a[j]
+        Rsi = R
+    else:
+        Rsi = np.inf
+    st2, R2 = _safeguard(b, g, v, k, lam, a, mask, work[0], qbuf)
+    if st2 == OK_SAFEGUARD and R2 < Rsi:
+        st, R = OK_SAFEGUARD, R2
+    elif np.isfinite(Rsi):
+        for j in range(M):
+            a[j] = asave[j]
+        st, R = OK, Rsi
+    else:
+        st, R = INVALID, np.inf
+    # the point of zero ratio term (a corner, optimal when v is tiny there), a cheap check
+    az = work[0]
+    for j in range(M):
+        az[j] = b[j] / k[j] if (g[j] == 0.0 and b[j] > 0.0) else 0.0
+    Rz, _, _ = _eval_reduced(b, g, v, k, lam, az)
+    if Rz < R:
+        for j in range(M):
+            a[j] = az[j]
+        st, R = OK_SAFEGUARD, Rz
+    st, R = _checked(b, g, v, k, lam, a, st, R)
     if e > 0:
         _scale_gv(g, v, -e)
-    return st, R
-
-
-@internal_njit()
-def _si_start(b, g, v, k, lam, a, mask, qbuf):
-    """SI+ from the support {b > 0}: the first step of :func:`solve_ratio`."""
-    for j in range(b.shape[0]):
-        mask[j] = b[j] > 0.0
-    return _support_iteration(b, g, v, k, lam, a, mask, qbuf)
-
-
-@internal_njit()
-def _si_checked(b, g, v, k, lam, a, mask, qbuf):
-    """SI+ from {b > 0}; INVALID (left to the safeguard) unless below the limit at zero."""
-    st, R = _si_start(b, g, v, k, lam, a, mask, qbuf)
-    if st == OK and not (R < _limit_at_zero(b, g, v, k, lam)):
-        st, R = INVALID, np.inf
     return st, R
 
 
@@ -472,14 +456,17 @@ def _checked(b, g, v, k, lam, a, st, R):
 
 @internal_njit()
 def solve_si(b, g, v, k, lam, a, mask, qbuf):
-    """:func:`solve_ratio` without its safeguard (compiled only when needed): the same result
-    when SI+ settles, ``(GENERIC, inf)`` otherwise (the caller then needs :func:`solve_ratio`).
-    """
+    """SI+ from the support {b > 0} (the first step of :func:`solve_ratio`, compiled without
+    its safeguard): ``(OK, R)`` when SI+ settles below the limit at zero, else
+    ``(GENERIC, inf)`` (the caller then needs :func:`solve_ratio`). A tiny ``v`` is rescaled
+    (:func:`_tiny_v_exponent`); ``g`` and ``v`` are restored exactly."""
     e = _tiny_v_exponent(g, v)
     if e > 0:
         _scale_gv(g, v, e)
-    st, R = _si_checked(b, g, v, k, lam, a, mask, qbuf)
-    if st != OK:
+    for j in range(b.shape[0]):
+        mask[j] = b[j] > 0.0
+    st, R = _support_iteration(b, g, v, k, lam, a, mask, qbuf)
+    if st != OK or not (R < _limit_at_zero(b, g, v, k, lam)):
         st, R = GENERIC, np.inf
     if e > 0:
         _scale_gv(g, v, -e)
@@ -775,52 +762,47 @@ def _level(Vq, Vg, Vv, Gq, Gg, lam, qbuf):
 
 
 @internal_njit()
-def _si_from(b, g, v, ki, t2, lam, tsup, cst, qbuf, h, r):
-    """SI+ by fused passes from (h, r) and the support ``{tsup > 0}`` (scratch ``tsup``,
-    ``cst = (., ., 0, 1/2, 1)``, dtype of ``b``): (OK or INVALID, R, sP, h, r); the magnitudes
-    follow from (h, r) (:func:`_write_a`)."""
-    for _ in range(_MAX_SI):
-        lh = lam / h
-        cst[0] = lh
-        cst[1] = lh * r
-        (ch, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig,
-         dec) = _fused_pass(b, g, v, ki, t2, cst, tsup)
-        if ch == 0:
-            va = np.float64(va)
-            if not va > 0.0:
-                return INVALID, np.inf, np.inf, 0.0, 0.0
-            ga = np.float64(ga)
-            R = np.float64(quad) + lam * ga / va
-            # dec >= limit at zero - lam min(g/v): R < dec proves validity without a pass
-            if not R < np.float64(dec):
-                return INVALID, np.inf, np.inf, 0.0, 0.0
-            return OK, R, ga / va + np.float64(sig), h, r
-        ok, h, r = _level(np.float64(Vq), np.float64(Vg), np.float64(Vv), np.float64(Gq),
-                          np.float64(Gg), lam, qbuf)
-        if not ok:
-            return INVALID, np.inf, np.inf, 0.0, 0.0
-    return INVALID, np.inf, np.inf, 0.0, 0.0
+def _settled(quad, ga, va, sig, lam, bound, h, r):
+    """(status, R, sP, h, r) of a support that did not change: INVALID unless v.a > 0 and
+    R < ``bound`` (a lower bound of the limit at zero)."""
+    va = np.float64(va)
+    if not va > 0.0:
+        return INVALID, np.inf, np.inf, 0.0, 0.0
+    ga = np.float64(ga)
+    R = np.float64(quad) + lam * ga / va
+    if not R < bound:
+        return INVALID, np.inf, np.inf, 0.0, 0.0
+    return OK, R, ga / va + np.float64(sig), h, r
 
 
 @internal_njit()
 def _settle(ok, h, r, ch, quad, ga, va, sig, free, lam, b, g, v, ki, t2, m, fmask, fcst,
             qbuf):
     """(status, R, sP, h, r) of a candidate after its check pass: final if its support did
-    not change, else :func:`_si_from` S0 (scratch ``fmask``, ``fcst``)."""
+    not change, else SI+ from S0 (scratch ``fmask``, ``fcst = (., ., 0, 1/2, 1)``, dtype of
+    ``b``)."""
     if not ok:
         return INVALID, np.inf, np.inf, 0.0, 0.0
     if ch == 0:
-        va = np.float64(va)
-        if not va > 0.0:
-            return INVALID, np.inf, np.inf, 0.0, 0.0
-        ga = np.float64(ga)
-        R = np.float64(quad) + lam * ga / va
-        if not R < -0.5 * np.float64(free):
-            return INVALID, np.inf, np.inf, 0.0, 0.0
-        return OK, R, ga / va + np.float64(sig), h, r
+        return _settled(quad, ga, va, sig, lam, -0.5 * np.float64(free), h, r)
+    # SI+ by fused passes from (h, r) and the support S0 (the magnitudes follow from (h, r),
+    # :func:`_write_a`)
     for j in range(b.shape[0]):
         fmask[j] = m[j]
-    return _si_from(b, g, v, ki, t2, lam, fmask, fcst, qbuf, h, r)
+    for _ in range(_MAX_SI):
+        lh = lam / h
+        fcst[0] = lh
+        fcst[1] = lh * r
+        (ch, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig,
+         dec) = _fused_pass(b, g, v, ki, t2, fcst, fmask)
+        if ch == 0:
+            # dec >= limit at zero - lam min(g/v): R < dec proves validity without a pass
+            return _settled(quad, ga, va, sig, lam, np.float64(dec), h, r)
+        ok, h, r = _level(np.float64(Vq), np.float64(Vg), np.float64(Vv), np.float64(Gq),
+                          np.float64(Gg), lam, qbuf)
+        if not ok:
+            return INVALID, np.inf, np.inf, 0.0, 0.0
+    return INVALID, np.inf, np.inf, 0.0, 0.0
 
 
 @internal_njit()
