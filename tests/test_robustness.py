@@ -358,6 +358,9 @@ def _candidate_case(draw):
 @example(case=(np.array([0.015625, 1.0]), np.array([float.fromhex("0x1.a6694191db749p-822"), 1.0]),
                np.array([float.fromhex("0x1.a6694191db749p-822"),
                          float.fromhex("0x0.0000a7c5ac472p-1022")])), lam0=0.03)
+# a support of one coordinate whose nu is tiny beside the other's (found with a random seed)
+@example(case=(np.array([2.0, 1.0]), np.array([5.89721409e-235, 1.0]),
+               np.array([3.17134949e-173, 1.0])), lam0=0.3)
 def test_property_candidate_never_above_brute_force(case, lam0):
     q, tau, nu = case
     y, v = candidate_nt(q, tau, nu, lam0, 0.03, safeguard=True)

@@ -436,6 +436,20 @@ def solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
         for j in range(M):
             a[j] = az[j]
         st, R = OK_SAFEGUARD, Rz
+    # the best support of one coordinate, where the ratio is the constant g_j / v_j: missed by
+    # SI+ when v_j is tiny beside the other v (its quartic's terms underflow)
+    jb, rb = -1, np.inf
+    for j in range(M):
+        if b[j] > 0.0 and v[j] > 0.0 and lam * (g[j] / v[j]) - 0.5 * b[j] * b[j] / k[j] < rb:
+            jb, rb = j, lam * (g[j] / v[j]) - 0.5 * b[j] * b[j] / k[j]
+    if rb < R:
+        for j in range(M):
+            az[j] = b[j] / k[j] if j == jb else 0.0
+        Rz, _, _ = _eval_reduced(b, g, v, k, lam, az)
+        if Rz < R:
+            for j in range(M):
+                a[j] = az[j]
+            st, R = OK_SAFEGUARD, Rz
     st, R = _checked(b, g, v, k, lam, a, st, R)
     if e > 0:
         _scale_gv(g, v, -e)
