@@ -81,12 +81,11 @@ def suite(which, seeds):
     for name in devsuite.SETS[which]:
         X, y = devsuite.load_case(name)
         C = int(y.max()) + 1
-        kw, _ = devsuite.nt_kwargs({}, X.shape[1])
         small, ca, nmi = [], [], []
         for seed in range(seeds):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                est = NTClustering(C, random_state=seed, **kw).fit(X)
+                est = NTClustering(C, random_state=seed).fit(X)
             small.append(str(np.bincount(est.initial_labels_, minlength=C).min()))
             sc = devsuite.scores(y, est.labels_)
             ca.append(sc["ca"])

@@ -24,9 +24,7 @@ very different scales, unbalanced blobs), with the peers in the same run and on 
 The UMAP pipelines and FINCH need the extra ``bench`` (``pip install -e .[bench]``); a peer
 whose package is missing is skipped and the page says so. A sparse data set (RELATHE) is given
 as ``scipy.sparse`` to the peers that take it (``SPARSE_PEERS``), as a dense copy to the others
-and to the NT configurations. Above ``PARTITION_ONLY_FEATURES`` features the NT configurations
-are fit with ``learn_transform=False``: the same ``labels_`` (the graph partition) without an
-``N x N`` learned map.
+and to the NT configurations.
 
 Every method runs with the seeds ``0..seeds-1``; labels are used only to score (CA with
 Hungarian matching, NMI, ARI). For the NT configurations the suite also records
@@ -439,30 +437,9 @@ def _peer_fits(name, X):
     return name != "HDBSCAN" or X.shape[1] <= 64
 
 
-#: Above this many features (the paper's M) an NT configuration that keeps its graph partition
-#: (``assign="graph"``, ``init="graph"``) and learns ``A`` is fit with ``learn_transform=False``
-#: ("partition only"): ``labels_`` are the same graph partition (the graph rule keeps it; the
-#: partition is computed from the scaled samples, not from ``A X``), without learning an
-#: ``N x N`` map whose cost grows as ``N^3`` (the default took 129 s CPU on RELATHE's 4322
-#: features and did not finish in 8 min on Prostate's 5966). Checked, seed 0: the same labels
-#: (ARI 1.0) as the partition alone on RELATHE, Prostate and pixraw10P, and as the full default
-#: on Isolet.
-PARTITION_ONLY_FEATURES = 2100
-
-
-def nt_kwargs(kwargs, n_features):
-    """The keyword arguments an NT configuration is fit with on ``n_features`` features, and
-    whether it is fit "partition only" (``PARTITION_ONLY_FEATURES``)."""
-    graph = kwargs.get("assign", "graph") == "graph" and kwargs.get("init", "graph") == "graph"
-    if n_features > PARTITION_ONLY_FEATURES and graph and kwargs.get("learn_transform", True):
-        return dict(kwargs, learn_transform=False), True
-    return kwargs, False
-
-
 def fit_nt(X, y, C, seed, kwargs):
     """One NT fit: scores of ``labels_``, of ``initial_labels_`` and after every iteration."""
     from ntnumba import NTClustering
-    kwargs, partition_only = nt_kwargs(kwargs, X.shape[1])
     per_iter = []
 
     def cb(state):
@@ -484,8 +461,6 @@ def fit_nt(X, y, C, seed, kwargs):
         rec["per_iteration"] = []
         return rec
     rec = {"seed": seed, "fit_s": time.perf_counter() - t0}
-    if partition_only:
-        rec["partition_only"] = True
     rec.update(scores(y, model.labels_))
     init = getattr(model, "initial_labels_", None)
     if init is not None:
@@ -765,15 +740,8 @@ def write_markdown(res, path):
         cells = []
         for c in cols:
             r = d["methods"].get(c) or d["peers"].get(c)
-            mark = "†" if r is not None and any(x.get("partition_only") for x in r["runs"]) \
-                else ""
-            cells.append("-" if r is None else f"{_pm(r['ca'])} / {_pm(r['nmi'])}{mark}")
+            cells.append("-" if r is None else f"{_pm(r['ca'])} / {_pm(r['nmi'])}")
         L.append(f"| {name} | " + " | ".join(cells) + " |")
-    if any(x.get("partition_only") for d in res["datasets"].values()
-           for r in d["methods"].values() for x in r["runs"]):
-        L += ["", f"† fit with `learn_transform=False` (more than {PARTITION_ONLY_FEATURES} "
-              "features): the same `labels_` as the configuration's full fit, its graph "
-              "partition (see Inputs above)."]
     failed = [(name, m, r["seed"], r["error"]) for name, d in res["datasets"].items()
               for m, x in d["methods"].items() for r in x["runs"] if "error" in r]
     if failed:
@@ -808,10 +776,9 @@ def write_markdown(res, path):
 
 
 def input_notes(res):
-    """Lines of the page on the peers' inputs and settings, the sparse data sets, the fits made
-    "partition only" and the peers that did not run."""
+    """Lines of the page on the peers' inputs and settings, the sparse data sets and the peers
+    that did not run."""
     sparse = [n for n, d in res["datasets"].items() if d.get("sparse")]
-    big = [n for n, d in res["datasets"].items() if d["n_features"] > PARTITION_ONLY_FEATURES]
     L = ["UMAP->KMeans: umap-learn's `UMAP(metric=\"cosine\", n_neighbors=15, min_dist=0, "
          "n_components=10, random_state=seed)`, then `KMeans(n_init=10)` on the embedding; "
          "UMAP->HDBSCAN: scikit-learn's `HDBSCAN(min_cluster_size=max(5, n // (4 C)))` on the "
@@ -823,15 +790,6 @@ def input_notes(res):
         L += [f"Sparse data ({', '.join(sparse)}): KMeans, both Spectral and both UMAP "
               "pipelines run on the `scipy.sparse` CSR matrix; the NT configurations, Ward and "
               "FINCH on its dense copy.", ""]
-    if big:
-        L += [f"More than {PARTITION_ONLY_FEATURES} features ({', '.join(big)}): the NT "
-              "configurations that learn `A` are fit with `learn_transform=False` (public API; "
-              "marked † below): the same `labels_`, the graph partition that the full fit "
-              "keeps, without the full fit, whose map `A` is N x N and costs O(N^3) (129 s CPU "
-              "on RELATHE against 2.6 s for the partition; Prostate's did not finish in 8 min; "
-              "issue 25's measurements). Same labels checked (seed 0, ARI 1.0): the partition "
-              "alone on RELATHE, Prostate and pixraw10P, the full default on Isolet. So there "
-              "`ntnumba (default)` and `ntnumba, A = I` are one fit.", ""]
     for note in res["meta"].get("skipped_peers", []):
         L += [f"**Peer not run**: {note}.", ""]
     return L

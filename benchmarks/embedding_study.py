@@ -19,11 +19,11 @@ of the development suite (``benchmarks.devsuite.CHECK``), not used to choose the
 methods are those R1 and R2 need (``RULE_METHODS``); ``--methods`` adds the study's variants
 (``lead_euc``, ``lead_nn30``). Needs umap-learn and finch-clust (the extra ``bench``).
 
-Methods: ``default`` (``NTClustering(C)``; above 2100 features ``learn_transform=False``, the
-same labels: ``benchmarks.devsuite.PARTITION_ONLY_FEATURES``); ``lead``: the default's feature
-weights, centring and shared directions removed (its rows ``graph_rows``), then UMAP (cosine,
-15 neighbours, ``min_dist=0``, 10 components) and ``KMeans(n_init=10)``; ``lead2``: the same
-but Euclidean UMAP on at most 16 features; peers ``kmeans``, ``spectral`` (k-NN, k=10),
+Methods: ``default`` (``NTClustering(C)``; above 2100 features ``learn_transform=False``, as
+the study ran it); ``lead``: the default's feature weights, centring and shared directions
+removed (its rows ``graph_rows``), then UMAP (cosine, 15 neighbours, ``min_dist=0``, 10
+components) and ``KMeans(n_init=10)``; ``lead2``: the same but Euclidean UMAP on at most 16
+features; peers ``kmeans``, ``spectral`` (k-NN, k=10),
 ``finch`` (cosine), ``umap_km`` (UMAP of the input rows -> KMeans), ``umap_hdb`` (HDBSCAN,
 ``min_cluster_size=max(5, n // (4 C))``, on that embedding; noise is an error in CA). ``crit``
 and ``crit2`` record label-free criteria of the candidates' partitions: the discrete normalised
@@ -157,9 +157,8 @@ class Study:
         from ntnumba import NTClustering
         from ntnumba.partition.select import graph_space
 
-        from .devsuite import PARTITION_ONLY_FEATURES
         Xd = dense(X)
-        short = Xd.shape[1] > PARTITION_ONLY_FEATURES
+        short = Xd.shape[1] > 2100
         with Timer() as t, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             m = NTClustering(C, random_state=seed, learn_transform=not short).fit(Xd)

@@ -177,14 +177,6 @@ def test_a_peer_whose_package_is_missing_is_skipped_with_a_note(tmp_path, monkey
     assert "**Peer not run**: FINCH: skipped, finch-clust is not installed" in md
 
 
-def test_many_features_are_fit_partition_only():
-    kw, short = devsuite.nt_kwargs({}, devsuite.PARTITION_ONLY_FEATURES + 1)
-    assert short and kw == {"learn_transform": False}
-    assert devsuite.nt_kwargs({}, devsuite.PARTITION_ONLY_FEATURES) == ({}, False)
-    # a configuration that does not keep the graph partition is fit as it is
-    assert devsuite.nt_kwargs({"assign": "objective"}, 5000) == ({"assign": "objective"}, False)
-
-
 @pytest.mark.skipif(not (SHARED / "text").is_dir(), reason="RELATHE not found")
 def test_documents_are_sparse_tfidf_with_a_dense_copy():
     X, X_sparse, y = devsuite.load_inputs("relathe")
