@@ -12,13 +12,13 @@ What is measured (see ``docs/performance.md`` for a recorded run):
   it (``prune=True``: candidates whose lower bound exceeds the best score are skipped, same
   assignment), Stage 2 (:func:`ntnumba.kernels.update_theta`), Stage 3
   (:func:`ntnumba.kernels.update_transform` on the iteration's statistics, as a fit calls it)
-  and one full iteration (Stages 1-3 and the objective composed of the kernels as a fit runs
-  them, ``benchmarks.stages.iterate``), each at 1 and at all numba threads, float64; Stage 1
+  and one full iteration of the fit (Stages 1-3 and the objective pass,
+  ``benchmarks.stages.fit_iteration``), each at 1 and at all numba threads, float64; Stage 1
   also in float32 (and the share of identical assignments);
-* in the same round-robin, the product ``Q = X A^T`` as the iteration computes it, and the
-  ratio one iteration / that product (printed beside the two times; ``--ratio-only``: only
-  these two, interleaved); The Stage-1 targets (speed-up,
-  threads, throughput, float32) are measured on the full evaluation (problems:
+* in the same round-robin, the product ``Q = X A^T`` as the fit computes it, and the ratio one
+  iteration / that product (printed beside the two times; ``--ratio-only``: only these two,
+  interleaved; ``--breakdown``: the parts of the iteration in products); the Stage-1
+  targets (speed-up, threads, throughput, float32) are measured on the full evaluation (problems:
   ``benchmarks/stages.py``, shared with the asv suite);
 * the same iteration by the NumPy reference (``benchmarks.reference``), stage by stage;
 * Stage-1 throughput (candidate-coordinates per second) against a roof measured here: the rate
@@ -88,6 +88,67 @@ def ratio_only(size="coil", repeat=9, stream=None):
     print(f"--size {size}, {repeat} repeats, load average {load}", file=stream)
     print(ratio_line(times), file=stream, flush=True)
     return dict(times, loadavg=load)
+
+
+#: the parts of the fit's iteration timed by ``--breakdown``: (label, module, function name)
+PARTS = (("Stage 1 and the Stage-2 sums", "ntnumba.engine.passes", "pass_stage1"),
+         ("Stage 2 (solve_theta)", "ntnumba.engine.loop", "solve_theta"),
+         ("Stage-3 statistics (Ybar^T X)", "ntnumba.engine.passes", "pass_stage3"),
+         ("Stage 3 (update_transform)", "ntnumba.engine.loop", "update_transform"),
+         ("  of it: QR of B0 and SVD of R", "ntnumba.model.transform", "_qr_factors"),
+         ("objective pass (Q = X A^T kept)", "ntnumba.engine.passes", "pass_objective"))
+
+
+def breakdown(size="coil", repeat=9, stream=None):
+    """The parts of the fit's iteration (:data:`PARTS`, wrapped with timers for this run) in
+    products ``Q = X A^T``: medians over ``repeat`` iterations, each next to one product."""
+    import importlib
+    stream = sys.stdout if stream is None else stream
+    spent, wrapped = {}, []
+
+    def timed(label, f):
+        def g(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.perf_counter() - t
+        return g
+
+    with blas_limit():
+        pb = problem(size)
+        calls = stage_calls(pb)
+        try:
+            for label, mod, name in PARTS:
+                m = importlib.import_module(mod)
+                wrapped.append((m, name, getattr(m, name)))
+                setattr(m, name, timed(label, getattr(m, name)))
+            calls["iteration"]()
+            rows = {label: [] for label, _, _ in PARTS}
+            qax, whole = [], []
+            for _ in range(repeat):
+                t = time.perf_counter()
+                calls["qax"]()
+                qax.append(time.perf_counter() - t)
+                spent.clear()
+                t = time.perf_counter()
+                calls["iteration"]()
+                whole.append(time.perf_counter() - t)
+                for label in rows:
+                    rows[label].append(spent.get(label, 0.0))
+        finally:
+            for m, name, f in wrapped:
+                setattr(m, name, f)
+    q = float(np.median(qax))
+    print(f"--size {size}, {repeat} repeats, load average {machine()['loadavg']}, "
+          f"Q = X A^T {q:.4f} s (median)", file=stream)
+    out = {"qax": q, "iteration": float(np.median(whole)) / q}
+    for label, v in rows.items():
+        out[label] = float(np.median(v)) / q
+    for label, v in out.items():
+        if label != "qax":
+            print(f"{label:34s} {v:5.2f} products", file=stream, flush=True)
+    return out
 
 
 def machine():
@@ -488,6 +549,10 @@ def build_parser():
     ap.add_argument("--ratio-only", action="store_true",
                     help="only one iteration and the product Q = X A^T, interleaved --repeat "
                          "times, and their ratio (seconds)")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="only the parts of one iteration of the fit (Stage 1, 2, the Stage-3 "
+                         "statistics, Stage 3, the objective pass) in products Q = X A^T, "
+                         "medians of --repeat iterations")
     return ap
 
 
@@ -496,6 +561,8 @@ def main(argv=None):
     a = build_parser().parse_args(argv)
     if a.ratio_only:
         return ratio_only(a.size, a.repeat)
+    if a.breakdown:
+        return breakdown(a.size, a.repeat)
     res = run(a.size, repeat=a.repeat, ref_repeat=a.ref_repeat, fit_iter=a.fit_iter,
               peers=not a.no_peers, memory=not a.no_memory, compile_time=not a.no_compile,
               scaling=not a.no_scaling)

@@ -6,12 +6,15 @@ and ``large`` (COIL-20 at 32x32: N = 1024, M = 4200). The state of a problem is 
 paper's alternating algorithm (``assign="objective"``) after two iterations: one of an
 ``NTClustering`` fit, one of :func:`iterate`.
 
-Only the public API of ntnumba: Stage 1 is :func:`ntnumba.kernels.assign`, Stage 2
-:func:`ntnumba.kernels.update_theta`, Stage 3 :func:`ntnumba.kernels.update_transform` on the
-statistics of :func:`ntnumba.kernels.transform_statistics`, and :func:`iterate` composes them
-into one iteration with its objective, as a fit runs it: ``X^T X``, ``lambda_max(X^T X)``
-and the products of ``A`` that ``update_transform`` keeps in its ``workspace`` are computed
-once, ``Q = X A^T`` of the new ``A`` serves the objective and the next Stage 1.
+Stage 1 is :func:`ntnumba.kernels.assign`, Stage 2 :func:`ntnumba.kernels.update_theta`,
+Stage 3 :func:`ntnumba.kernels.update_transform` on the statistics of
+:func:`ntnumba.kernels.transform_statistics`; :func:`iterate` composes these public kernels into
+one iteration with its objective (it makes the problems' states). The timed iteration is the
+fit's own (:func:`fit_iteration`: ``ntnumba.engine.loop.iterate_blocks`` under the fit's BLAS
+policy) and the unit of its cost the product ``Q = X A^T`` as the fit computes it
+(``ntnumba.engine.passes.compute_Q``): the statistics without forming ``Ybar``, the objective
+from the ``Q`` kept for the next Stage 1 and the singular values of ``A``
+(docs/research/paper-iteration-speed.md).
 
 The asv suite loads this file by its path (asv imports ``asv_bench/benchmarks`` as the package
 ``benchmarks``), so it imports nothing of the harness.
@@ -118,6 +121,43 @@ def objective(Q, Y, labels, sim, tau, nu, A, p):
     return obj
 
 
+def fit_iteration(pb):
+    """A callable running one iteration of the fit (``iterate_blocks`` of ``ntnumba.engine.loop``,
+    in memory, under the fit's BLAS policy) from the state of ``pb``, the same at every call:
+    ``Q = X A^T`` of that state in the block's carry, a copy of its ``workspace``. Returns the
+    fit's ``(state, objective, reseeded)``."""
+    from ntnumba.core.parallel import blas_context
+    from ntnumba.engine import loop
+    from ntnumba.engine.sources import MemoryBlocks
+    p = pb.p
+    fp = loop.Params(p.n_clusters, p.n_components, p.n_similarity, rule=p.rule,
+                     learn_transform=p.learn_transform, transform_steps=p.transform_steps,
+                     **{k: getattr(p, k) for k in _LAMBDAS})
+    src = MemoryBlocks(pb.X)
+    ctx = loop.Context(src, gram=pb.stats.gram if p.learn_transform else None)
+    state = loop.State(A=pb.A, tau=pb.tau, nu=pb.nu)
+
+    def call():
+        src.carry = [{"Q": pb.Q, "Q_of": pb.A}]
+        ctx.workspace = dict(pb.workspace or {})
+        with blas_context():
+            return loop.iterate_blocks(ctx, state, fp, np.random.RandomState(0))
+
+    return call
+
+
+def fit_product(pb):
+    """A callable: ``Q = X A^T`` of the state of ``pb`` as the fit computes it."""
+    from ntnumba.core.parallel import blas_context
+    from ntnumba.engine.passes import compute_Q
+
+    def call():
+        with blas_context():
+            return compute_Q(pb.X, pb.A, True)
+
+    return call
+
+
 def iterate(X, A, tau, nu, p, Q=None, like=None, workspace=None):
     """One iteration (Stages 1-3 and the objective) composed of the public kernels.
 
@@ -197,10 +237,10 @@ def problem(size, seed=0):
 
 
 def stage_calls(pb, dtype=np.float64):
-    """Callables of Stage 1, 2, 3, one iteration and the product ``Q = X A^T`` (as
-    :func:`iterate` computes it: the unit of an iteration's cost) on the problem ``pb``; the
-    inputs of Stages 2 and 3 (Stage 1's output) are computed once here. Stage 1 also in
-    ``dtype``."""
+    """Callables of Stage 1, 2, 3, one iteration of the fit (:func:`fit_iteration`) and the
+    product ``Q = X A^T`` as the fit computes it (:func:`fit_product`: the unit of an
+    iteration's cost) on the problem ``pb``; the inputs of Stages 2 and 3 (Stage 1's output)
+    are computed once here. Stage 1 also in ``dtype``."""
     from ntnumba.kernels import assign, update_theta, update_transform
     p, X = pb.p, pb.X
     Qd = pb.Q.astype(dtype)
@@ -222,9 +262,8 @@ def stage_calls(pb, dtype=np.float64):
                                        lambda_a=p.lambda_a, lambda_e=p.lambda_e,
                                        cost=det["cost"]),
         "stage3": stage3,
-        "iteration": lambda: iterate(X, pb.A, pb.tau, pb.nu, p, pb.Q, pb.stats,
-                                     dict(pb.workspace)),
-        "qax": lambda: X @ pb.A.T,
+        "iteration": fit_iteration(pb),
+        "qax": fit_product(pb),
     }
 
 

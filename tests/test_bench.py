@@ -2,6 +2,7 @@
 never rots; CI does not run asv itself), the side-by-side script runs, and the NumPy reference
 (``benchmarks/reference.py``) agrees with the kernels, with a fit and with the iteration the
 benchmarks compose of the kernels (``benchmarks/stages.py``)."""
+import dataclasses
 import importlib
 import importlib.util
 import inspect
@@ -137,6 +138,17 @@ def test_bench_ratio_only(capsys):
     assert "load average" in printed
 
 
+def test_bench_breakdown_restores_the_functions():
+    import io
+    import benchmarks.bench as nb
+    from ntnumba.engine import loop, passes
+    before = (passes.pass_stage1, loop.update_transform)
+    out = nb.breakdown("tiny", 2, stream=io.StringIO())
+    assert set(out) == {"qax", "iteration"} | {label for label, _, _ in nb.PARTS}
+    assert all(v > 0 for v in out.values())
+    assert (passes.pass_stage1, loop.update_transform) == before  # the timers are removed
+
+
 def test_bench_targets_per_size():
     import benchmarks.bench as nb
     rows = [("full iteration (s, all threads)", 0.5, "<= 0.3 (goal 0.1)", False),
@@ -186,11 +198,12 @@ def test_reference_stage2_agrees_with_kernel():
     np.testing.assert_allclose(n1, n2, rtol=1e-8, atol=1e-7)
 
 
-def _two_iterations_of_a_fit():
+def _two_iterations_of_a_fit(**changes):
     """(X, params, the states after iterations 1 and 2 of a fit of the paper's alternating
-    rule), each ``(A, tau, nu, labels, objective)`` from the fit's callback."""
+    rule), each ``(A, tau, nu, labels, objective)`` from the fit's callback; ``changes``: of
+    the parameters."""
     X = np.random.default_rng(5).standard_normal((40, 6))
-    p = stages.Params.of(3, 12)
+    p = dataclasses.replace(stages.Params.of(3, 12), **changes)
     states = []
 
     def keep(state):
@@ -223,6 +236,20 @@ def test_benchmark_iteration_of_the_kernels_matches_a_fit():
     again = stages.iterate(X, *got[:3], p, Q=got[5], like=got[6], workspace=ws)
     fresh = stages.iterate(X, *got[:3], p)
     _same_iteration(again[:5], fresh[:5])
+
+
+def test_benchmark_fit_iteration_is_the_fits_second_iteration():
+    from ntnumba.kernels import transform_statistics
+    X, p, (first, second) = _two_iterations_of_a_fit(lambda_a=0.5, lambda2=4.0, lambda4=2.0)
+    pb = stages.Problem(X, None, p, *first[:3], Q=X @ first[0].T, workspace={},
+                        stats=transform_statistics(X, X @ first[0].T))
+    call = stages.fit_iteration(pb)
+    state, obj, _ = call()
+    _same_iteration((state.A, state.tau, state.nu, state.labels, obj), second)
+    again, obj2, _ = call()  # every call from the same state
+    np.testing.assert_array_equal(again.A, state.A)
+    assert obj2 == obj
+    np.testing.assert_array_equal(stages.fit_product(pb)(), X @ first[0].T)
 
 
 @pytest.mark.slow

@@ -60,8 +60,8 @@ class Stage3(_Stage):
 
 
 class Iteration(_Stage):
-    """One full iteration (Stages 1-3 and the objective), the kernels composed as a fit runs
-    them (``iterate`` of the repository's ``benchmarks/stages.py``)."""
+    """One full iteration of the fit (Stages 1-3 and the objective pass: ``fit_iteration`` of
+    the repository's ``benchmarks/stages.py``)."""
     key = "iteration"
 
     def time_iteration(self, size, threads):
@@ -73,7 +73,8 @@ class PaperIteration(Threads):
     (the problem of each size, all numba threads): ``track_iteration_over_qax`` is the cost of
     an iteration in products, from medians of the two timed alternately in one process, so that
     the machine's load cancels. COIL-20 at the paper's size: n = 1440, N = 500, M = 2100,
-    C = 20, Cs = 2 (target <= 2, goal 1.5)."""
+    C = 20, Cs = 2 (target <= 2, goal 1.5; the parts: ``python -m benchmarks.bench
+    --breakdown``, docs/research/paper-iteration-speed.md)."""
     params = [SIZES]
     param_names = ["size"]
     timeout = 600
@@ -91,7 +92,7 @@ class PaperIteration(Threads):
         self.iteration()
 
     def time_qax(self, size):
-        """``Q = X A^T`` as the iteration computes it."""
+        """``Q = X A^T`` as the fit computes it."""
         self.qax()
 
     def track_iteration_over_qax(self, size):
