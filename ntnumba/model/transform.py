@@ -1317,7 +1317,7 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
         singular values of the returned ``A``): same results up to rounding.
     span : RowSpan, optional
         Work in the span of the rows (``row_span(X)`` of ``ntnumba.model.transform``; fewer rows
-        than features; :func:`principal_span`): ``stats`` of the projected rows
+        than features; ``principal_span``): ``stats`` of the projected rows
         (``span_statistics``, ``(M, r)``); ``A`` and the result are ``M x N``, ``s0`` times an
         isometry outside the span (the minimiser there). With ``M < N`` the problem is posed
         in the span alone (``M >= r``): the result is ``A1 P^T``, zero outside it (the online
