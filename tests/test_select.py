@@ -285,3 +285,25 @@ def test_merge_small_gives_the_small_clusters_to_their_nearest_large_one():
         expect[i] = np.bincount(lab[big][near]).argmax()
     assert set(expect[~big]) == {0, 1}  # both small clusters moved, to different ones
     np.testing.assert_array_equal(out, expect)
+
+
+@pytest.mark.parametrize("sep, computed", [(30.0, False), (1.0, True)])
+def test_rules_4_and_5_skipped_when_no_cut_can_be_lower(monkeypatch, sep, computed):
+    """A partition without crossing edges (blobs far apart, cut 0): rules 4 and 5 cannot
+    lower the cut, so neither is computed; on overlapping blobs both are."""
+    import ntnumba.partition.embedding as E
+    import ntnumba.partition.select as S
+
+    calls = []
+    real_t, real_e = S.truncated_partition, E.embedding_partition
+    monkeypatch.setattr(S, "truncated_partition",
+                        lambda *a, **k: calls.append("4") or real_t(*a, **k))
+    monkeypatch.setattr(E, "embedding_partition",
+                        lambda *a, **k: calls.append("5") or real_e(*a, **k))
+    X, _ = make_blobs(300, n_features=40, centers=3, cluster_std=1.0, center_box=(0, sep),
+                      random_state=1)
+    p = SimpleNamespace(n_neighbors=5, n_shared=DEFAULT_SHARED, representation="auto")
+    labels, info = rules_partition(X, 3, p, 0)
+    assert (calls == ["4", "5"]) == computed, calls
+    if not computed:   # the cut that made them pointless
+        assert info["ncut"][info["n_shared"]] < 1e-9

@@ -56,6 +56,9 @@ TRUNCATE_FACTOR = 4
 TRUNCATE_MARGIN = 0.02
 #: rule 6: the degenerate size ``max(SMALL_MIN, SMALL_SHARE n / C)``; up to ``C + RECOVER``
 SMALL_SHARE, SMALL_MIN, RECOVER = 0.05, 3, 3
+#: rules 4 and 5 are not computed when no cut can be lower (the default's partition has no
+#: crossing edges): a cut below -PERFECT is rounding no eigensolver or edge sum reaches
+PERFECT = 1e-9
 REPRESENTATIONS = ("auto", "as-is")
 
 
@@ -195,7 +198,8 @@ def rules_partition(X, n_clusters, p, random_state, verbose=0):
                                        n_shared=p.n_shared, random_state=random_state,
                                        verbose=verbose, offset=offset)
         if representation == "auto":  # module docs, rule 4
-            alt = truncated_partition(Xw, n_clusters, p, random_state, verbose)
+            can = fewer_cut({"n_shared": 0, "ncut": {0: -PERFECT}}, info)
+            alt = truncated_partition(Xw, n_clusters, p, random_state, verbose) if can else None
             if alt is not None:
                 better = fewer_cut(alt[1], info)
                 Progress(verbose)(f"rows on {alt[1]['truncated']} principal directions: cut "
@@ -225,11 +229,14 @@ def embedding_choice(X, labels, info, n_clusters, p, random_state, verbose=0):
     Y = Y[first]
     if Y.shape[0] <= 2 * n_clusters:
         return labels, False
-    emb = embedding_partition(Y, n_clusters, random_state)
     k = p.n_neighbors
     nn, sim, copies = neighbour_lists(Y, k, None, "mutual-rank", "auto", random_state)
     W = weighted_graph(nn, sim, k * copies, Y.shape[0], "mutual-rank")
-    cut, cut_emb = partition_cut(W, labels[first]), partition_cut(W, emb)
+    cut = partition_cut(W, labels[first])
+    if cut <= PERFECT:  # no crossing edges: no partition has a lower cut
+        return labels, False
+    emb = embedding_partition(Y, n_clusters, random_state)
+    cut_emb = partition_cut(W, emb)
     kept = cut_emb < cut
     Progress(verbose)(f"embedding candidate: cut {cut_emb:.6f} against {cut:.6f}: "
                       + ("kept" if kept else "not kept"))
