@@ -390,3 +390,29 @@ def test_graph_partition_of_every_path_applies_the_representation_rules(monkeypa
     NTClustering(3, n_components=40, assign="graph", init="k-means++", max_iter=1,
                  random_state=0).fit(X, chunk_size=chunk_size)
     assert calls == [X.shape]
+
+
+@pytest.mark.parametrize("chunk_size", [None, 64])
+def test_training_scores_reuse_the_fits_vote(monkeypatch, chunk_size):
+    """Above the reference size the fit votes the other rows once: the training scores take
+    that vote (graph_vote runs on the reference rows only) and equal the scores of a pass
+    that votes every row again."""
+    import ntnumba.estimators.clustering as ec
+    from ntnumba.engine import passes
+    monkeypatch.setattr(_driver, "REFERENCE_SIZE", 150)
+    X, _ = _blobs(n_per=200, spread=2.0)
+    X[7] = X[500]   # a voted row equal to another row
+    voted = []
+    real = passes.graph_vote
+    monkeypatch.setattr(passes, "graph_vote", lambda X, *a, **k: voted.append(len(X)) or
+                        real(X, *a, **k))
+    got = NTClustering(3, n_components=24, random_state=0).fit(X, chunk_size=chunk_size)
+    assert sum(voted) == X.shape[0]   # the fit's vote of 450 rows, the scores' of 150
+    orig = ec.NTClustering._with_training_scores
+    monkeypatch.setattr(ec.NTClustering, "_with_training_scores",
+                        lambda self, src, attrs, fitted, ref_in_src=True, vote=None:
+                        orig(self, src, attrs, fitted, ref_in_src))
+    ref = NTClustering(3, n_components=24, random_state=0).fit(X, chunk_size=chunk_size)
+    np.testing.assert_array_equal(got.outlier_scores_, ref.outlier_scores_)
+    np.testing.assert_array_equal(got.probabilities_, ref.probabilities_)
+    assert got.reject_threshold_ == ref.reject_threshold_

@@ -120,6 +120,7 @@ class Context:
     theta_sums: dict = None
     transform_sums: TransformStatistics = None
     subspace: RowSpan = None      # n_components < N: the subspace of the model (model_span)
+    vote: tuple = None            # graph rule: (rows, scores, shares, match) of the fit's vote
 
 
 def full_objective(X, A, Y, labels, sim, tau, nu, p, Q=None, sv=None):
@@ -565,8 +566,8 @@ def reference_rows(src, seed):
 
 
 def _vote(src, rows, Xref, lab_ref, graph, p):
-    """Graph rule: the labels of the global rows ``rows`` by the k-NN vote against the
-    reference set, in the rows the partition compared (as ``predict``)."""
+    """Graph rule: :func:`ntnumba.engine.passes.pass_vote`'s ``(labels, scores, shares,
+    match)`` of the global rows ``rows`` against the reference set (as ``predict``)."""
     space = P.vote_space(Xref, graph["mean"], graph["V"], p.representation)
     rows_ref = P.space_rows(Xref, space)
     parts = block_rows(src.bounds, rows)
@@ -575,14 +576,15 @@ def _vote(src, rows, Xref, lab_ref, graph, p):
         args[b] = (local,)
     res = src.map(P.pass_vote, args, (p, space, P.RowIndex(Xref), rows_ref, lab_ref),
                   blocks=[b for b, *_ in parts])
-    return np.concatenate(res) if res else np.empty(0, dtype=np.int64)
+    return tuple(np.concatenate([r[i] for r in res]) for i in range(4))
 
 
 def graph_labels(src, Xref, ref_rows, state, p, rng, verbose=0):
     """Graph rule: the clusters of every row. The reference set ``Xref`` (rows ``ref_rows``,
     None: all) is partitioned (or keeps ``state.labels`` of ``init="graph"``), the other rows
     are labelled by the k-NN vote; ``state.labels`` of every row (a ``warm_start``) are kept.
-    Sets ``state.graph``."""
+    Sets ``state.graph``; returns ``(labels, vote)`` (:func:`_vote` of the other rows, or
+    None)."""
     if state.graph is None or state.labels is None:
         # the same partition, representation rules included, as init="graph" (initialise)
         lab, info = select.partition(Xref, p.n_clusters, p, rng.randint(_INT32_MAX),
@@ -593,12 +595,13 @@ def graph_labels(src, Xref, ref_rows, state, p, rng, verbose=0):
     lab = np.asarray(lab, dtype=np.int64)
     state.graph["ref_rows"] = ref_rows
     if ref_rows is None or len(lab) == src.n:  # every row labelled (a continued fit)
-        return lab
+        return lab, None
     labels = np.empty(src.n, dtype=np.int64)
     labels[ref_rows] = lab
     others = np.setdiff1d(np.arange(src.n), ref_rows)
-    labels[others] = _vote(src, others, Xref, lab, state.graph, p)
-    return labels
+    vote = _vote(src, others, Xref, lab, state.graph, p)
+    labels[others] = vote[0]
+    return labels, (others,) + vote[1:]
 
 
 def _set_graph(ctx, state, p, rng, verbose=0):
@@ -611,7 +614,8 @@ def _set_graph(ctx, state, p, rng, verbose=0):
     if ref is not None and (state.labels is None or len(state.labels) != n):
         what.append(f"k-NN vote of the other {n - len(ref)} samples")
     with say.phase(" and ".join(what)):
-        ctx.labels = state.labels = graph_labels(ctx.src, ctx.ref_X, ref, state, p, rng, say)
+        ctx.labels, ctx.vote = graph_labels(ctx.src, ctx.ref_X, ref, state, p, rng, say)
+        state.labels = ctx.labels
     ctx.ref_labels = ctx.labels if ctx.ref_rows is None else ctx.labels[ctx.ref_rows]
 
 
@@ -690,7 +694,7 @@ def partial(src, state, rng, p, stream, forget, seed, *, verbose=0):
             _set_graph(ctx, state, p, rng, say)
             ref = (src.X, ctx.labels)
         else:
-            ctx.labels = _vote(src, np.arange(src.n), ref[0], ref[1], state.graph, p)
+            ctx.labels = _vote(src, np.arange(src.n), ref[0], ref[1], state.graph, p)[0]
         state.labels = ctx.labels
         ctx.ref_X, ctx.ref_labels = ref
     new = run(ctx, state, replace(p, max_iter=state.n_iter + 1), rng, verbose=say)

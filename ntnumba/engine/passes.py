@@ -293,8 +293,9 @@ def graph_vote(X, space, rows_ref, labels_ref, p, *, match=None, return_votes=Fa
 
 
 def pass_vote(Xk, carry, rows, p, space, Xref, rows_ref, labels_ref):
-    """Graph rule: labels of the rows ``rows`` of the block by the vote of ``predict``
-    (:func:`graph_vote`; a row equal to a reference row takes its label). ``Xref``: the
-    reference rows or their :class:`RowIndex`, made once for all blocks."""
+    """Graph rule: ``(labels, scores, shares, match)`` of the rows ``rows`` of the block by the
+    vote of ``predict`` (:func:`graph_vote`; a row equal to a reference row, ``match``, takes
+    its label). ``Xref``: the reference rows or their :class:`RowIndex`, made once."""
     X = np.ascontiguousarray(Xk[rows])
-    return graph_vote(X, space, rows_ref, labels_ref, p, match=row_matches(X, Xref))[0]
+    match = row_matches(X, Xref)
+    return graph_vote(X, space, rows_ref, labels_ref, p, match=match, return_votes=True) + (match,)

@@ -66,9 +66,12 @@ def set_training_scores(est, labels, outlier_scores, proba):
         est.reject_threshold_ = _tukey_fence(outlier_scores)
 
 
-def _pass_soft_scores(Xk, carry, match_k, est, ctx):
-    """Pass over a block of training rows: ``est._soft_scores``, the rows equal to a reference
-    row (``ctx[0]``, a :class:`ntnumba.engine.passes.RowIndex`) matched to it first."""
+def _pass_soft_scores(Xk, carry, match_k, rows, est, ctx):
+    """Pass over a block of training rows (its ``rows``, None: all): ``est._soft_scores``, the
+    rows equal to a reference row (``ctx[0]``, a :class:`ntnumba.engine.passes.RowIndex`)
+    matched to it first."""
+    if rows is not None:
+        Xk, match_k = Xk[rows], None if match_k is None else match_k[rows]
     if ctx is not None and ctx[0] is not None:
         match_k = (np.full(Xk.shape[0], -1, dtype=np.int64) if match_k is None
                    else np.array(match_k, dtype=np.int64))
@@ -451,11 +454,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     reject_threshold_ : float
         Threshold of ``predict(X, reject="auto")`` (see :meth:`predict`).
     outlier_scores_ : ndarray of shape (n_samples,)
-        The score of every training sample that ``predict(X, reject=...)`` compares with the
-        threshold (higher: more outlying): ``1 -`` the mean graph similarity to its
-        ``n_neighbors`` most similar other training samples for ``assign="graph"``, the
-        smallest Stage-1 score otherwise (see :meth:`predict`). As hdbscan's
-        ``outlier_scores_``.
+        The score ``predict(X, reject=...)`` compares with the threshold (higher: more
+        outlying; leave-one-out for ``"graph"``; see :meth:`predict`), as hdbscan's.
     probabilities_ : ndarray of shape (n_samples,)
         Soft score in [0, 1] of every training sample for its own cluster ``labels_``:
         ``predict_proba(X_train)[i, labels_[i]]`` (see :meth:`predict_proba`). As hdbscan's
@@ -621,29 +621,22 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             ``callback(estimator_state)`` after every iteration (a snapshot with ``A``, ``tau``,
             ``nu``, ``labels``, ``objective_history``, ``n_iter``); return True to stop.
         chunk_size : int, optional
-            Stream ``X`` in blocks of ``chunk_size`` rows: at most one block of ``X``, ``A X``
-            and the representations is in memory (the representations are kept in temporary
-            files between the passes of an iteration). ``X`` may then be a ``numpy.memmap``
-            or any object with ``shape``, ``dtype`` and row slicing. The iteration is the
-            in-memory one (the same driver, ``warm_start`` included). The initialisation (and
-            the graph partition of ``assign="graph"``) runs on a reference sample of
-            ``min(n_samples, 20000)`` rows drawn at random (seeded by ``random_state``; all
-            rows when there are not more, and then the result equals the in-memory fit up to
-            rounding); the other rows are labelled by the k-NN vote of :meth:`predict`.
-            Results do not depend on the order of the rows. See ``docs/scaling.md``.
-            Without ``chunk_size`` the fit of more than 20000 rows uses the same reference
-            sample, and when ``A X`` and the representations (``2 n n_components`` values)
-            would take more than 256 MiB it runs over blocks of rows the same way (``X`` stays in
-            memory; ``ntnumba.engine.sources.MEMORY_BUDGET``).
+            Stream ``X`` (also a ``numpy.memmap`` or any object with ``shape``, ``dtype`` and
+            row slicing) in blocks of ``chunk_size`` rows: at most one block of ``X``, ``A X``
+            and the representations in memory (temporary files between passes); the same
+            iteration. The initialisation and the graph partition run on a seeded random
+            reference sample of ``min(n_samples, 20000)`` rows (all rows: the in-memory fit up
+            to rounding), the other rows get :meth:`predict`'s vote; the row order does not
+            matter (``docs/scaling.md``). Without ``chunk_size`` more than 20000 rows use the
+            same reference sample, and above 256 MiB of ``A X`` and representations the same
+            blocks (``ntnumba.engine.sources.MEMORY_BUDGET``).
 
         Returns
         -------
         self : NTClustering
-            The fitted estimator. If the fit is interrupted (KeyboardInterrupt) during or
-            after the iterations, the estimator keeps the last complete iteration (with a
-            RuntimeWarning) and the interrupt is raised again. A refit that raises otherwise
-            (bad input, MemoryError, an interrupt before the first iteration) leaves the
-            previous fitted state exactly as it was.
+            Interrupted (KeyboardInterrupt) during or after the iterations, it keeps the last
+            complete iteration (a RuntimeWarning) and raises again; a refit that raises
+            otherwise leaves the previous fitted state as it was.
 
         Examples
         --------
@@ -728,7 +721,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     def _assemble(self, src, ctx, state, rng, p, seed):
         """``(attrs, fitted)`` of the iterate ``state``, training scores included."""
         attrs, fitted = loop.fitted_attributes(ctx, state, rng, p, seed)
-        return self._with_training_scores(src, attrs, fitted), fitted
+        return self._with_training_scores(src, attrs, fitted, vote=ctx.vote), fitted
 
     def _set_fitted(self, attrs, fitted, checked=None, src=None):
         """:func:`set_fitted` (the Dask estimator overrides it)."""
@@ -737,17 +730,13 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     def partial_fit(self, X, y=None, *, forget=1.0):
         """Update the model with one chunk of a stream (one pass of the three stages).
 
-        The first call initialises from the chunk (as ``fit``; a model fitted by ``fit`` is
-        continued instead). Every call is one iteration of ``fit`` on the chunk with the
-        Stage-2/3 sums replaced by running sums, multiplied by ``forget`` before the chunk's
-        are added (``docs/scaling.md``, "Streaming"). ``labels_`` are the labels of the last
-        chunk with the updated parameters (as scikit-learn's ``MiniBatchKMeans``). With
-        ``assign="graph"`` the graph partition of the first chunk is the reference set: later
-        chunks are labelled by the k-NN vote of :meth:`predict`. A call that raises leaves the
-        model as it was. A model loaded by :func:`ntnumba.load` continues as the saved model
-        would (model files store the running sums); one of a file of format version 2 or older
-        continues from its parameters with fresh running sums and says so with a
-        ``RuntimeWarning``.
+        The first call initialises from the chunk (a model fitted by ``fit`` or loaded is
+        continued). Every call is one iteration of ``fit`` on the chunk with the Stage-2/3 sums
+        replaced by running sums times ``forget`` plus the chunk's (``docs/scaling.md``,
+        "Streaming"). ``labels_``: the last chunk's (as ``MiniBatchKMeans``). With
+        ``assign="graph"`` the first chunk's partition is the reference set, later chunks get
+        :meth:`predict`'s vote. A call that raises leaves the model as it was; model files of
+        format version 2 or older continue with fresh running sums (a ``RuntimeWarning``).
 
         Parameters
         ----------
@@ -755,12 +744,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             One chunk (the first one needs ``n_samples >= n_clusters``). Not modified.
         y : Ignored
         forget : float in (0, 1], default 1.0
-            Forgetting factor of the running sums: the statistics of a chunk seen ``k`` calls
-            ago count with weight ``forget**k``. 1.0: all chunks count equally (the
-            statistics of everything seen; the batch problem for fixed assignments).
-            Smaller values follow a drifting stream, with an effective memory of about
-            ``chunk / (1 - forget)`` samples. The paper's online rate ``rho`` corresponds to
-            ``forget = 1 - rho`` for statistics (the paper mixes maps, not sums).
+            A chunk seen ``k`` calls ago counts with weight ``forget**k``. 1.0: all chunks
+            equally (the batch problem for fixed assignments); smaller values follow a drifting
+            stream (memory of about ``chunk / (1 - forget)`` samples; the paper's online rate
+            ``rho`` is ``forget = 1 - rho`` for statistics).
 
         Returns
         -------
@@ -829,9 +816,10 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         self._set_fitted(attrs, fitted, checked)
         return self
 
-    def _with_training_scores(self, src, attrs, fitted, ref_in_src=True):
+    def _with_training_scores(self, src, attrs, fitted, ref_in_src=True, vote=None):
         """``attrs`` with :func:`set_training_scores`'s attributes from one pass over ``src``
-        (``ref_in_src``: the reference rows are rows of ``src``, scored leave-one-out)."""
+        (``ref_in_src``: the reference rows are rows of ``src``, scored leave-one-out;
+        ``vote``: the fit's vote of the other rows, ``Context.vote``, not computed again)."""
         tmp = NTClustering(**self.get_params())
         set_fitted(tmp, dict(attrs), fitted)
         graph_rule = fitted.params.rule == "graph"
@@ -848,11 +836,24 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         if graph_rule and (match is None or np.any(match < 0)):
             index = passes.RowIndex(fitted.ref_X)
         ctx = tmp._vote_context(index) if graph_rule else None
-        args = [(None if match is None else match[s:e],) for s, e in src.bounds]
+        todo = np.ones(src.n, dtype=bool)
+        if vote is not None and match is not None:
+            todo[vote[0]] = False
+        args = [(None if match is None else match[s:e], None if todo[s:e].all() else
+                 np.flatnonzero(todo[s:e])) for s, e in src.bounds]
         with loop.blas_context():
             res = src.map(_pass_soft_scores, args, (tmp, ctx))
-            set_training_scores(tmp, attrs["labels_"], np.concatenate([r[0] for r in res]),
-                                np.concatenate([r[1] for r in res]))
+            score, shares = (np.concatenate([r[i] for r in res]) for i in (0, 1))
+            if not todo.all():
+                score_all = np.empty(src.n)
+                shares_all = np.empty((src.n, shares.shape[1]))
+                score_all[todo], shares_all[todo] = score, shares
+                hit = vote[3] >= 0   # as _graph_vote: a row equal to a reference row
+                score_all[vote[0]] = np.where(hit, ctx[4][np.maximum(vote[3], 0)], vote[1]) \
+                    if ctx[4] is not None else vote[1]
+                shares_all[vote[0]] = vote[2]
+                score, shares = score_all, shares_all
+            set_training_scores(tmp, attrs["labels_"], score, shares)
             if graph_rule and not ref_in_src:  # partial_fit, later chunks
                 ref = fitted.ref_X
                 tmp.reject_threshold_ = float(np.max(
@@ -969,30 +970,23 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     def predict(self, X, reject=None):
         """Cluster of each sample, optionally with the rejection option (label -1).
 
-        With ``assign="objective"`` or ``"paper"``: Stage 1 with the learned A, tau and nu.
-        With ``assign="graph"``: the rows of ``X``, as the graph compared the training samples,
-        vote with their graph similarity for the labels of their ``n_neighbors`` most similar
-        training samples; a row equal to a training sample (compared in the coarser of the two
-        dtypes) keeps that sample's label, so ``fit(X).predict(X)`` equals ``fit_predict(X)``
-        (``labels_``) for every rule. With
-        ``fit(X, chunk_size=...)`` and partial/Dask fits ``labels_`` of the samples outside the
-        reference set already are this vote.
+        ``assign="objective"`` or ``"paper"``: Stage 1 with the learned A, tau and nu.
+        ``"graph"``: the rows vote, by graph similarity, for the labels of their
+        ``n_neighbors`` most similar training samples (as the graph compared them); a row
+        equal to a training sample keeps its label, so ``fit(X).predict(X)`` equals
+        ``labels_`` for every rule.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
         reject : None, float or "auto", default None
-            Rejection option (paper, Sec. 1 (d)): samples whose best score is above a threshold
-            get the label -1. The score of a sample is its smallest Stage-1 score: the min-max
-            score ``sP`` for ``assign="paper"`` and the full per-sample cost
-            ``1/2||q-y||^2 + lambda1||y||_1 + lambda0 sP + lambda_a/2||q - tau - nu||^2`` for
-            ``"objective"``; for ``"graph"`` it is ``1 - the mean graph similarity to the
-            n_neighbors most similar training samples`` (in [0, 1]; the Stage-1 cost separated
-            noise images from Extended Yale B faces poorly). A float is the threshold itself;
-            ``"auto"`` uses ``reject_threshold_``: for ``"graph"`` the largest leave-one-out
-            score of a training sample, otherwise Tukey's far-out fence of the training
-            samples' scores on a log scale, ``Q3 (Q3 / Q1)^3`` (tested on synthetic outliers in
-            ``tests/test_rejection.py``; measured in ``docs/results.md``).
+            Rejection option (paper, Sec. 1 (d)): samples whose score is above a threshold get
+            the label -1. The score: the smallest Stage-1 score (``sP`` for ``"paper"``, the
+            full per-sample cost for ``"objective"``); for ``"graph"`` ``1 -`` the mean graph
+            similarity to the ``n_neighbors`` most similar training samples. A float is the
+            threshold; ``"auto"``: ``reject_threshold_`` (``"graph"``: the largest
+            leave-one-out score of a training sample; otherwise Tukey's far-out fence of the
+            training scores on a log scale, ``Q3 (Q3 / Q1)^3``; ``docs/results.md``).
 
         Returns
         -------

@@ -200,6 +200,8 @@ def rules_partition(X, n_clusters, p, random_state, verbose=0):
         if representation == "auto":  # module docs, rule 4
             can = fewer_cut({"n_shared": 0, "ncut": {0: -PERFECT}}, info)
             alt = truncated_partition(Xw, n_clusters, p, random_state, verbose) if can else None
+            if not can:
+                Progress(verbose)("principal directions not kept, not computed: cut 0")
             if alt is not None:
                 better = fewer_cut(alt[1], info)
                 Progress(verbose)(f"rows on {alt[1]['truncated']} principal directions: cut "
@@ -234,6 +236,7 @@ def embedding_choice(X, labels, info, n_clusters, p, random_state, verbose=0):
     W = weighted_graph(nn, sim, k * copies, Y.shape[0], "mutual-rank")
     cut = partition_cut(W, labels[first])
     if cut <= PERFECT:  # no crossing edges: no partition has a lower cut
+        Progress(verbose)("embedding candidate not kept, not computed: cut 0")
         return labels, False
     emb = embedding_partition(Y, n_clusters, random_state)
     cut_emb = partition_cut(W, emb)
