@@ -119,8 +119,8 @@ def _support_iteration(b, g, v, k, lam, a, mask, qbuf):
                 return INVALID, np.inf
             r = Gq / h
         else:
-            h = largest_positive_root(-Vq, lam * (Vg * Vq - Vv * Gq),
-                                       lam * lam * (Vv * Gg - Vg * Vg), qbuf)
+            h = largest_positive_root(-Vq, 0.0, lam * (Vg * Vq - Vv * Gq),
+                                       lam * lam * (Vv * Gg - Vg * Vg), qbuf)[0]
             if h <= 0.0:
                 return INVALID, np.inf
             r = (h * h - Vq * h + lam * Vg) / (lam * Vv)
@@ -765,8 +765,8 @@ def _level(Vq, Vg, Vv, Gq, Gg, lam, qbuf):
         if h <= 0.0:
             return False, 0.0, 0.0
         return True, h, Gq / h
-    h = largest_positive_root(-Vq, lam * (Vg * Vq - Vv * Gq),
-                               lam * lam * (Vv * Gg - Vg * Vg), qbuf)
+    h = largest_positive_root(-Vq, 0.0, lam * (Vg * Vq - Vv * Gq),
+                               lam * lam * (Vv * Gg - Vg * Vg), qbuf)[0]
     if h <= 0.0:
         return False, 0.0, 0.0
     r = (h * h - Vq * h + lam * Vg) / (lam * Vv)
