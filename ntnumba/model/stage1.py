@@ -854,11 +854,11 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
                  generic=None):
     """Samples ``rows[start:stop]`` of :func:`_assign_kernel`, serial, without the GIL.
 
-    Without ``generic`` a sample with a candidate SI+ does not settle is flagged in ``pending``
-    and left unwritten for the ``generic=True`` version (same outputs; numba prunes on the type
-    of ``generic``, so the safeguard is compiled only when needed). ``prune`` (rule 1): the
-    bound of docs/algorithm.md, section "Assignment"; smallest bound first, then only the
-    candidates that can win; ties go to the first in the usual order, as without pruning.
+    Without ``generic`` a sample with a candidate the fused passes do not settle (rare) is
+    flagged in ``pending`` and left unwritten for the ``generic=True`` version (same outputs;
+    numba prunes on the type of ``generic``: :func:`solve_ratio` compiled only when needed).
+    ``prune`` (rule 1): the bound of docs/algorithm.md, section "Assignment"; smallest bound
+    first, then only the candidates that can win; ties go to the first in the usual order.
     """
     M = Q.shape[1]
     Cd = tpos.shape[0]
@@ -1008,20 +1008,17 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
                     sp = psp[t]
                     fast = st == OK
                     if not fast:
+                        if generic is None:   # rare: the sample is left to the generic version
+                            pending[i] = True
+                            abandon = True
+                            break
                         for j in range(M):
                             b64[j] = b[j]
                             g64[j] = g[j]
                             v64[j] = v[j]
                             k64[j] = k[j]
-                        if generic is None:
-                            st, R = solve_si(b64, g64, v64, k64, lam0, a, mask, qbuf)
-                            if st == GENERIC:
-                                pending[i] = True
-                                abandon = True
-                                break
-                        else:
-                            st, R = solve_ratio(b64, g64, v64, k64, lam0, a, mask, work, qbuf,
-                                                 safeguard)
+                        st, R = solve_ratio(b64, g64, v64, k64, lam0, a, mask, work, qbuf,
+                                            safeguard)
                         if st != INVALID:
                             ga = 0.0
                             va = 0.0
