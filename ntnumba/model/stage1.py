@@ -376,14 +376,15 @@ def _tiny_v_exponent(g, v):
     vmax = 0.0
     gmax = 0.0
     for j in range(v.shape[0]):
-        vmax = max(vmax, v[j])
-        gmax = max(gmax, g[j])
+        vmax = v[j] if v[j] > vmax else vmax  # max(): no builtin, one compilation less
+        gmax = g[j] if g[j] > gmax else gmax
     if not (vmax > 0.0 and vmax < _V_TINY):
         return 0
     e = -math.frexp(vmax)[1]
     if gmax > 0.0:
-        e = min(e, _G_SCALED_MAX - math.frexp(gmax)[1])
-    return max(e, 0)
+        ec = _G_SCALED_MAX - math.frexp(gmax)[1]
+        e = ec if ec < e else e
+    return e if e > 0 else 0
 
 
 @internal_njit()
@@ -869,8 +870,11 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
     m = np.empty(M, dtype=dt)
     g = np.empty(M, dtype=dt)
     V = np.empty((Cs, M), dtype=dt)
-    cst = np.zeros(7, dtype=dt)
-    fcst = np.zeros(5, dtype=dt)
+    cst = np.empty(7, dtype=dt)   # zeros: np.zeros is three more compilations
+    fcst = np.empty(5, dtype=dt)
+    for j in range(5):
+        cst[j] = 0.0
+        fcst[j] = 0.0
     fmask = np.empty(M, dtype=dt)
     a = np.empty(M)
     work = np.empty((2, M))
