@@ -70,26 +70,6 @@ _G_SCALED_MAX = 400  # the rescaling keeps g below 2^400 (Gg, Vv Gg finite)
 
 
 @internal_njit()
-def _support_sums(b, g, v, k, mask):
-    Vq = 0.0
-    Vg = 0.0
-    Vv = 0.0
-    Gq = 0.0
-    Gg = 0.0
-    for j in range(b.shape[0]):
-        if mask[j]:
-            kj = 1.0 / k[j]
-            vj = v[j] * kj
-            gj = g[j] * kj
-            Vq += vj * b[j]
-            Vg += vj * g[j]
-            Vv += vj * v[j]
-            Gq += gj * b[j]
-            Gg += gj * g[j]
-    return Vq, Vg, Vv, Gq, Gg
-
-
-@internal_njit()
 def _eval_reduced(b, g, v, k, lam, a):
     """R(a) for a given a >= 0, and (g.a, v.a); +inf when v.a == 0."""
     quad = 0.0
@@ -110,7 +90,21 @@ def _eval_reduced(b, g, v, k, lam, a):
 def _support_iteration(b, g, v, k, lam, a, mask, qbuf):
     """SI+ from the support in ``mask``: (OK or INVALID, R), the minimiser left in ``a``."""
     for _ in range(_MAX_SI):
-        Vq, Vg, Vv, Gq, Gg = _support_sums(b, g, v, k, mask)
+        Vq = 0.0   # the support's sums
+        Vg = 0.0
+        Vv = 0.0
+        Gq = 0.0
+        Gg = 0.0
+        for j in range(b.shape[0]):
+            if mask[j]:
+                kj = 1.0 / k[j]
+                vj = v[j] * kj
+                gj = g[j] * kj
+                Vq += vj * b[j]
+                Vg += vj * g[j]
+                Vv += vj * v[j]
+                Gq += gj * b[j]
+                Gg += gj * g[j]
         if Vv <= 0.0:
             return INVALID, np.inf
         if lam == 0.0:

@@ -176,50 +176,6 @@ def _group_sums(start, stop, Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
         qq[g, t % nb] = s_qq
 
 
-@internal_njit(fastmath=_FMR)
-def _rho_row2(Y, rows, z1, z2, out1, out2, r):
-    """Row r of :func:`_rho_rows2_s`."""
-    i = rows[r]
-    s1 = 0.0
-    s2 = 0.0
-    for j in range(Y.shape[1]):
-        yv = np.float64(Y[i, j])
-        p1 = yv * z1[j]
-        p2 = yv * z2[j]
-        s1 += 0.0 if p1 < 0.0 else p1
-        s2 += 0.0 if p2 < 0.0 else p2
-    out1[r] = s1
-    out2[r] = s2
-
-
-@internal_njit(fastmath=_FMR)
-def _colsum_block(Y, rows, w, pos, neg, t):
-    """Column block t of :func:`_weighted_signed_colsum`."""
-    M = Y.shape[1]
-    j0 = t * _BS
-    j1 = j0 + _BS if j0 + _BS < M else M
-    L = j1 - j0
-    s_p = np.empty(L)
-    s_m = np.empty(L)
-    for jj in range(L):
-        s_p[jj] = 0.0
-        s_m[jj] = 0.0
-    for r in range(rows.shape[0]):
-        wr = w[r]
-        if wr == 0.0:
-            continue
-        i = rows[r]
-        for jj in range(L):
-            yv = np.float64(Y[i, j0 + jj])
-            if yv > 0.0:
-                s_p[jj] += wr * yv
-            else:
-                s_m[jj] -= wr * yv
-    for jj in range(L):
-        pos[j0 + jj] = s_p[jj]
-        neg[j0 + jj] = s_m[jj]
-
-
 # Row kernels of the nu steps: serial without the GIL (``_s``) or in blocks on Python threads,
 # chosen by size, never by thread count (same results). Small calls stay serial: waking a thread
 # on a busy core costs more than the work (Stage 2 at COIL size: 0.07 s serial, 0.23 s on two).
@@ -237,14 +193,46 @@ def _rho_rows_s(Y, rows, Z, zidx, out):
 def _rho_rows2_s(Y, rows, z1, z2, out1, out2):
     """out1[r] = rho(Y[rows[r]], z1), out2[r] = rho(Y[rows[r]], z2): one read of each row."""
     for r in range(rows.shape[0]):
-        _rho_row2(Y, rows, z1, z2, out1, out2, r)
+        i = rows[r]
+        s1 = 0.0
+        s2 = 0.0
+        for j in range(Y.shape[1]):
+            yv = np.float64(Y[i, j])
+            p1 = yv * z1[j]
+            p2 = yv * z2[j]
+            s1 += 0.0 if p1 < 0.0 else p1
+            s2 += 0.0 if p2 < 0.0 else p2
+        out1[r] = s1
+        out2[r] = s2
 
 
 @njit(nogil=True, fastmath=_FMR, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _colsum_blocks(Y, rows, w, pos, neg, t0, t1):
     """Column blocks ``t0:t1`` of :func:`_weighted_signed_colsum`."""
+    M = Y.shape[1]
     for t in range(t0, t1):
-        _colsum_block(Y, rows, w, pos, neg, t)
+        j0 = t * _BS
+        j1 = j0 + _BS if j0 + _BS < M else M
+        L = j1 - j0
+        s_p = np.empty(L)
+        s_m = np.empty(L)
+        for jj in range(L):
+            s_p[jj] = 0.0
+            s_m[jj] = 0.0
+        for r in range(rows.shape[0]):
+            wr = w[r]
+            if wr == 0.0:
+                continue
+            i = rows[r]
+            for jj in range(L):
+                yv = np.float64(Y[i, j0 + jj])
+                if yv > 0.0:
+                    s_p[jj] += wr * yv
+                else:
+                    s_m[jj] -= wr * yv
+        for jj in range(L):
+            pos[j0 + jj] = s_p[jj]
+            neg[j0 + jj] = s_m[jj]
 
 
 def _weighted_signed_colsum_s(Y, rows, w, pos, neg):
