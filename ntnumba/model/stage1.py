@@ -871,16 +871,14 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
         fcst[j] = 0.0
     fmask = np.empty(M, dtype=dt)
     a = np.empty(M)
-    if generic is not None:
-        # float64 inputs and scratch of the generic solver (rare path): one compiled
-        # solve_ratio for both dtypes; not in the version without it (numba prunes)
-        work = np.empty((2, M))
-        b64 = np.empty(M)
-        g64 = np.empty(M)
-        v64 = np.empty(M)
-        k64 = np.empty(M)
-        mask = np.empty(M, dtype=np.bool_)
+    work = np.empty((2, M))
+    # float64 inputs of the generic solver (rare path): one compiled solve_ratio for both dtypes
+    b64 = np.empty(M)
+    g64 = np.empty(M)
+    v64 = np.empty(M)
+    k64 = np.empty(M)
     ywin = np.empty(M)
+    mask = np.empty(M, dtype=np.bool_)
     qbuf = np.empty(8)
     pst = np.empty(2, dtype=np.int64)
     pR = np.empty(2)
