@@ -412,7 +412,7 @@ def test_kernel_with_subnormal_g_and_v():
     kernel returned soft thresholding without coordinate 1 (10.1841; Vv = v_2^2 underflowed to
     0, and in the safeguard lam / h overflowed); the enumeration finds 2.60935, which the kernel
     found too once ``tau_1`` and ``nu_2`` were scaled by 2^1000 (the same ratio). The kernel
-    rescales a tiny v, with g, by a power of two itself (``_stage1.solve_si``)."""
+    rescales a tiny v, with g, by a power of two itself (``_stage1._tiny_v_exponent``)."""
     q = np.array([-1.625, -4.5, 0.375])
     tau = np.array([4.25584810e-228, -1.66607842e-312, -3.09679896e-293])
     nu = np.array([2.24604442e-216, 0.5, 8.12497822e-313])

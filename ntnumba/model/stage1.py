@@ -62,7 +62,7 @@ _GRID_MAX = 1024     # the grid is extended (same density) below coordinates of 
 _BISECT = 80         # bisection steps of the safeguard's inner problem
 _GOLDEN = 40         # golden-section steps refining the best grid point
 _REFINE = 3          # local minima of the safeguard's grid that are refined
-# v below 2^-128 everywhere: g, v rescaled by a power of two (solve_si); the batched
+# v below 2^-128 everywhere: g, v rescaled by a power of two (_tiny_v_exponent); the batched
 # passes leave Vv below 2^-100 (float32 sums near subnormal) to the generic float64 solvers
 _V_TINY = 2.0 ** -128
 _VV_TINY = 2.0 ** -100
@@ -360,6 +360,28 @@ def _limit_at_zero(b, g, v, k, lam):
 
 
 @internal_njit()
+def _tiny_v_exponent(g, v):
+    """The exponent e >= 0 of the power of two that brings max(v) to [1/2, 1), 0 unless
+    max(v) < _V_TINY; capped so that max(g) 2^e < 2^_G_SCALED_MAX.
+
+    R depends on g, v only through g.a / v.a (scale-free), while the quartic's terms are
+    ~ max(v)^4 and underflow for v below ~1e-75 (lam / h overflows below ~3e-309).
+    """
+    vmax = 0.0
+    gmax = 0.0
+    for j in range(v.shape[0]):
+        vmax = v[j] if v[j] > vmax else vmax  # max(): no builtin, one compilation less
+        gmax = g[j] if g[j] > gmax else gmax
+    if not (vmax > 0.0 and vmax < _V_TINY):
+        return 0
+    e = -math.frexp(vmax)[1]
+    if gmax > 0.0:
+        ec = _G_SCALED_MAX - math.frexp(gmax)[1]
+        e = ec if ec < e else e
+    return e if e > 0 else 0
+
+
+@internal_njit()
 def _scale_gv(g, v, e):
     """g, v *= 2^e in place (exact: the inverse call restores them bit for bit)."""
     for j in range(g.shape[0]):
@@ -375,12 +397,13 @@ def solve_ratio(b, g, v, k, lam, a, mask, work, qbuf, safeguard):
     invalid. Scratch: ``mask`` (bool, M), ``work`` (float64, 2 x M), ``qbuf`` (float64, 8).
     SI+ first; the safeguard and the point of zero ratio term when SI+ fails or with
     ``safeguard=True`` (the best point is kept). A tiny ``v`` is rescaled
-    (:func:`solve_si`); ``g`` and ``v`` are restored exactly.
+    (:func:`_tiny_v_exponent`); ``g`` and ``v`` are restored exactly.
     """
     M = b.shape[0]
-    st, R, e = solve_si(b, g, v, k, lam, a, mask, qbuf)  # g, v restored: e applies again
+    st, R = solve_si(b, g, v, k, lam, a, mask, qbuf)
     if st == OK and not safeguard:
         return st, R
+    e = _tiny_v_exponent(g, v)   # solve_si restored g and v bit for bit: the same e
     if e > 0:
         _scale_gv(g, v, e)
     asave = work[1]
@@ -443,26 +466,10 @@ def _checked(b, g, v, k, lam, a, st, R):
 @internal_njit()
 def solve_si(b, g, v, k, lam, a, mask, qbuf):
     """SI+ from the support {b > 0} (the first step of :func:`solve_ratio`, compiled without
-    its safeguard): ``(OK, R, e)`` when SI+ settles below the limit at zero, else
-    ``(GENERIC, inf, e)`` (the caller then needs :func:`solve_ratio`).
-
-    ``e >= 0``: the power of two ``g`` and ``v`` were scaled by (restored exactly), 0 unless
-    max(v) < _V_TINY; it brings max(v) to [1/2, 1), capped so that max(g) 2^e < 2^_G_SCALED_MAX.
-    R depends on g, v only through g.a / v.a (scale-free), while the quartic's terms are
-    ~ max(v)^4 and underflow for v below ~1e-75 (lam / h overflows below ~3e-309).
-    """
-    vmax = 0.0
-    gmax = 0.0
-    for j in range(v.shape[0]):
-        vmax = v[j] if v[j] > vmax else vmax  # max(): no builtin, one compilation less
-        gmax = g[j] if g[j] > gmax else gmax
-    e = 0
-    if vmax > 0.0 and vmax < _V_TINY:
-        e = -math.frexp(vmax)[1]
-        if gmax > 0.0:
-            ec = _G_SCALED_MAX - math.frexp(gmax)[1]
-            e = ec if ec < e else e
-        e = e if e > 0 else 0
+    its safeguard): ``(OK, R)`` when SI+ settles below the limit at zero, else
+    ``(GENERIC, inf)`` (the caller then needs :func:`solve_ratio`). A tiny ``v`` is rescaled
+    (:func:`_tiny_v_exponent`); ``g`` and ``v`` are restored exactly."""
+    e = _tiny_v_exponent(g, v)
     if e > 0:
         _scale_gv(g, v, e)
     for j in range(b.shape[0]):
@@ -472,7 +479,7 @@ def solve_si(b, g, v, k, lam, a, mask, qbuf):
         st, R = GENERIC, np.inf
     if e > 0:
         _scale_gv(g, v, -e)
-    return st, R, e
+    return st, R
 
 
 @internal_njit()

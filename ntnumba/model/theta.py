@@ -369,7 +369,7 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
                             x = s[j] * nu[c2, j]
                             v[j] = 0.0 if x < 0.0 else x
                         if generic is None:
-                            st, R, _ = solve_si(b, g, v, kk, lam_e, a, mask, qbuf)
+                            st, R = solve_si(b, g, v, kk, lam_e, a, mask, qbuf)
                             if st == GENERIC:
                                 abandon = True
                                 break
