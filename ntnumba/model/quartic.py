@@ -111,109 +111,14 @@ def _cbrt(x):
 
 
 @internal_njit()
-def _cubic_largest_real_root(a2, a1, a0):
-    """Largest real root of ``m^3 + a2 m^2 + a1 m + a0`` (Cardano / trigonometric), polished."""
-    # depress: m = z - a2/3  ->  z^3 + p z + q
-    s = a2 / 3.0
-    p = a1 - a2 * s
-    q = 2.0 * s * s * s - s * a1 + a0
-    # (z^3 + p z + q); discriminant sign via (q/2)^2 + (p/3)^3
-    hq = 0.5 * q
-    tp = p / 3.0
-    disc = hq * hq + tp * tp * tp
-    if disc > 0.0:
-        sd = np.sqrt(disc)
-        u = _cbrt(-hq + sd) if -hq + sd >= 0 else -_cbrt(hq - sd)
-        w = _cbrt(-hq - sd) if -hq - sd >= 0 else -_cbrt(hq + sd)
-        z = u + w
-    elif tp < 0.0:
-        # three real roots (trigonometric form); the largest one is k = 0
-        rr = np.sqrt(-tp)
-        arg = -hq / (rr * rr * rr)
-        if arg > 1.0:
-            arg = 1.0
-        elif arg < -1.0:
-            arg = -1.0
-        z = 2.0 * rr * np.cos(np.arccos(arg) / 3.0)
-    else:
-        z = _cbrt(-q) if -q >= 0 else -_cbrt(q)
-    m = z - s
-    fm = ((m + a2) * m + a1) * m + a0
-    for _ in range(_NEWTON_STEPS):
-        d = (3.0 * m + 2.0 * a2) * m + a1
-        if d == 0.0:
-            break
-        m2 = m - fm / d
-        f2 = ((m2 + a2) * m2 + a1) * m2 + a0
-        if abs(f2) < abs(fm):
-            m = m2
-            fm = f2
-        else:
-            break
-    return m
+def largest_positive_root(a, b, c, d, out):
+    """Real roots of the monic quartic ``x^4 + a x^3 + b x^2 + c x + d`` (Ferrari): returns
+    ``(the largest positive root or -1.0, their number)``, the roots ascending in ``out[:4]``.
 
-
-@internal_njit()
-def _quad_roots(bq, cq, out, n):
-    """Real roots of ``t^2 + bq t + cq`` appended to ``out[n:]``; returns the new count (a
-    discriminant above -1e-10 relative is a double root: the caller verifies every root)."""
-    disc = bq * bq - 4.0 * cq
-    scale = bq * bq + 4.0 * abs(cq)
-    if disc < 0.0:
-        if disc < -1e-10 * scale:
-            return n
-        disc = 0.0
-    sd = np.sqrt(disc)
-    # stable form: avoid cancellation between -bq and sd
-    if bq >= 0.0:
-        t1 = -0.5 * (bq + sd)
-    else:
-        t1 = -0.5 * (bq - sd)
-    out[n] = t1
-    n += 1
-    if t1 != 0.0:
-        out[n] = cq / t1
-    else:
-        out[n] = -bq - t1
-    n += 1
-    return n
-
-
-@njit(cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
-def _poly4(x, a, b, c, d):
-    return (((x + a) * x + b) * x + c) * x + d
-
-
-@internal_njit()
-def _poly4_abs(x, a, b, c, d):
-    ax = abs(x)
-    return (((ax + abs(a)) * ax + abs(b)) * ax + abs(c)) * ax + abs(d)
-
-
-@internal_njit()
-def _polish4(x, a, b, c, d):
-    fx = _poly4(x, a, b, c, d)
-    for _ in range(_NEWTON_STEPS):
-        der = ((4.0 * x + 3.0 * a) * x + 2.0 * b) * x + c
-        if der == 0.0:
-            break
-        x2 = x - fx / der
-        f2 = _poly4(x2, a, b, c, d)
-        if abs(f2) < abs(fx):
-            x = x2
-            fx = f2
-        else:
-            break
-    return x
-
-
-@njit(cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
-def _quartic_real_roots(a, b, c, d, out):
-    """Real roots of the monic quartic ``x^4 + a x^3 + b x^2 + c x + d`` (Ferrari).
-
-    Writes the roots in ascending order to ``out[:4]``, returns their number (``out``: length
-    >= 8, ``out[4:8]`` scratch). Rescaled, solved, polished on the original polynomial; a root
-    is kept only at rounding-level residual (relative 1e-7), dropping spurious ones.
+    ``out``: float64, length >= 8 (``out[4:8]`` scratch). Rescaled, solved through the
+    resolvent cubic (Cardano / trigonometric, polished), polished on the original polynomial;
+    a root is kept only at rounding-level residual (relative 1e-7), dropping spurious ones.
+    One flat function: numba re-optimises every callee in each caller (compile time).
     """
     sig = abs(a)
     t = np.sqrt(abs(b))
@@ -228,8 +133,7 @@ def _quartic_real_roots(a, b, c, d, out):
     if sig == 0.0:
         for i in range(4):
             out[i] = 0.0
-        return 4
-    tmp = out[4:8]
+        return -1.0, 4
     # scaled coefficients: x = sig * u
     A = a / sig
     B = b / sig / sig  # successive divisions: sig**4 may under- or overflow
@@ -241,37 +145,105 @@ def _quartic_real_roots(a, b, c, d, out):
     p = B - 0.375 * A2
     q = C - 0.5 * A * B + 0.125 * A2 * A
     r = D - 0.25 * A * C + 0.0625 * A2 * B - 0.01171875 * A2 * A2
-    n = np.int64(0)  # int64, not a literal: one compiled _quad_roots
-    if abs(q) <= 1e-14 * (1.0 + abs(p) + abs(r)):
-        # biquadratic: t^2 = z, z^2 + p z + r = 0
-        nz = _quad_roots(p, r, out, n)
-        for i in range(nz):
-            z = out[i]
-            if z > 0.0:
-                sz = np.sqrt(z)
-                tmp[n] = sz
-                tmp[n + 1] = -sz
-                n += 2
-            elif z > -1e-10 * (1.0 + abs(p)):
-                tmp[n] = 0.0
-                n += 1
-    else:
-        # resolvent cubic m^3 + p m^2 + (p^2/4 - r) m - q^2/8 = 0 has a positive root
-        m = _cubic_largest_real_root(p, 0.25 * p * p - r, -0.125 * q * q)
+    # the quadratics t^2 + bq t + cq to solve: biquadratic (q ~ 0), z^2 + p z + r with t^2 = z
+    # (roots to out[0:2]); else Ferrari's two factors (roots to out[4:8])
+    bi = abs(q) <= 1e-14 * (1.0 + abs(p) + abs(r))
+    bq0, cq0, bq1, cq1, nq, o = p, r, 0.0, 0.0, 1, 0
+    if not bi:
+        # the resolvent cubic m^3 + p m^2 + e1 m + e0 has a positive root: its largest
+        e1 = 0.25 * p * p - r
+        e0 = -0.125 * q * q
+        s = p / 3.0  # depressed: m = z - p/3 -> z^3 + dp z + dq
+        dp = e1 - p * s
+        dq = 2.0 * s * s * s - s * e1 + e0
+        hq = 0.5 * dq
+        tp = dp / 3.0
+        disc = hq * hq + tp * tp * tp
+        if disc > 0.0:
+            sd = np.sqrt(disc)
+            u = _cbrt(-hq + sd) if -hq + sd >= 0 else -_cbrt(hq - sd)
+            w = _cbrt(-hq - sd) if -hq - sd >= 0 else -_cbrt(hq + sd)
+            z = u + w
+        elif tp < 0.0:
+            # three real roots (trigonometric form); the largest one is k = 0
+            rr = np.sqrt(-tp)
+            arg = -hq / (rr * rr * rr)
+            if arg > 1.0:
+                arg = 1.0
+            elif arg < -1.0:
+                arg = -1.0
+            z = 2.0 * rr * np.cos(np.arccos(arg) / 3.0)
+        else:
+            z = _cbrt(-dq) if -dq >= 0 else -_cbrt(dq)
+        m = z - s
+        fm = ((m + p) * m + e1) * m + e0
+        for _ in range(_NEWTON_STEPS):
+            dm = (3.0 * m + 2.0 * p) * m + e1
+            if dm == 0.0:
+                break
+            m2 = m - fm / dm
+            f2 = ((m2 + p) * m2 + e1) * m2 + e0
+            if abs(f2) < abs(fm):
+                m = m2
+                fm = f2
+            else:
+                break
         if m <= 0.0:
             m = 1e-300
         s = np.sqrt(2.0 * m)
         half = 0.5 * p + m
         qs = q / (2.0 * s)
-        n = _quad_roots(-s, half + qs, tmp, n)
-        n = _quad_roots(s, half - qs, tmp, n)
-    # back to x, polish on the original polynomial, verify
+        bq0, cq0, bq1, cq1, nq, o = -s, half + qs, s, half - qs, 2, 4
+    n = 0
+    for k in range(nq):
+        bq = bq0 if k == 0 else bq1
+        cq = cq0 if k == 0 else cq1
+        disc = bq * bq - 4.0 * cq
+        scale = bq * bq + 4.0 * abs(cq)
+        if disc < 0.0:
+            if disc < -1e-10 * scale:
+                continue
+            disc = 0.0  # above -1e-10 relative: a double root (every root is verified below)
+        sd = np.sqrt(disc)
+        # stable form: avoid cancellation between -bq and sd
+        if bq >= 0.0:
+            t1 = -0.5 * (bq + sd)
+        else:
+            t1 = -0.5 * (bq - sd)
+        out[o + n] = t1
+        out[o + n + 1] = cq / t1 if t1 != 0.0 else -bq - t1
+        n += 2
+    if bi:
+        nz = n
+        n = 0
+        for i in range(nz):
+            z = out[i]
+            if z > 0.0:
+                sz = np.sqrt(z)
+                out[4 + n] = sz
+                out[5 + n] = -sz
+                n += 2
+            elif z > -1e-10 * (1.0 + abs(p)):
+                out[4 + n] = 0.0
+                n += 1
+    # back to x, polish by Newton steps on the original polynomial, verify
     cnt = 0
     for i in range(n):
-        x = (tmp[i] - A4) * sig
-        x = _polish4(x, a, b, c, d)
-        res = abs(_poly4(x, a, b, c, d))
-        if res <= 1e-7 * _poly4_abs(x, a, b, c, d):
+        x = (out[4 + i] - A4) * sig
+        fx = (((x + a) * x + b) * x + c) * x + d
+        for _ in range(_NEWTON_STEPS):
+            der = ((4.0 * x + 3.0 * a) * x + 2.0 * b) * x + c
+            if der == 0.0:
+                break
+            x2 = x - fx / der
+            f2 = (((x2 + a) * x2 + b) * x2 + c) * x2 + d
+            if abs(f2) < abs(fx):
+                x = x2
+                fx = f2
+            else:
+                break
+        ax = abs(x)
+        if abs(fx) <= 1e-7 * ((((ax + abs(a)) * ax + abs(b)) * ax + abs(c)) * ax + abs(d)):
             out[cnt] = x
             cnt += 1
     # insertion sort (at most 4 entries)
@@ -282,19 +254,16 @@ def _quartic_real_roots(a, b, c, d, out):
             out[j + 1] = out[j]
             j -= 1
         out[j + 1] = v
-    return cnt
-
-
-@internal_njit()
-def largest_positive_root(c3, c1, c0, buf):
-    """Largest positive root of ``h^4 + c3 h^3 + c1 h + c0`` (the Stage-1 quartic ``P(h)``, the
-    root rule of ``algorithm.md``), or -1.0; ``buf``: float64 scratch of length >= 8."""
-    cnt = _quartic_real_roots(c3, 0.0, c1, c0, buf)
     best = -1.0
     for i in range(cnt):
-        if buf[i] > 0.0 and buf[i] > best:
-            best = buf[i]
-    return best
+        if out[i] > 0.0 and out[i] > best:
+            best = out[i]
+    return best, cnt
+
+
+@njit(cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
+def _roots(c, out):  # the Python entry of largest_positive_root (compiled only when used)
+    return largest_positive_root(c[1], c[2], c[3], c[4], out)[1]
 
 
 def solve_quartic(coeffs):
@@ -334,7 +303,7 @@ def solve_quartic(coeffs):
         raise ValueError("coeffs: the leading coefficient a4 must be non-zero")
     c = c / c[0]
     out = np.empty(8)
-    cnt = _quartic_real_roots(c[1], c[2], c[3], c[4], out)
+    cnt = _roots(c, out)
     return out[:cnt].copy()
 
 

@@ -70,26 +70,6 @@ _G_SCALED_MAX = 400  # the rescaling keeps g below 2^400 (Gg, Vv Gg finite)
 
 
 @internal_njit()
-def _support_sums(b, g, v, k, mask):
-    Vq = 0.0
-    Vg = 0.0
-    Vv = 0.0
-    Gq = 0.0
-    Gg = 0.0
-    for j in range(b.shape[0]):
-        if mask[j]:
-            kj = 1.0 / k[j]
-            vj = v[j] * kj
-            gj = g[j] * kj
-            Vq += vj * b[j]
-            Vg += vj * g[j]
-            Vv += vj * v[j]
-            Gq += gj * b[j]
-            Gg += gj * g[j]
-    return Vq, Vg, Vv, Gq, Gg
-
-
-@internal_njit()
 def _eval_reduced(b, g, v, k, lam, a):
     """R(a) for a given a >= 0, and (g.a, v.a); +inf when v.a == 0."""
     quad = 0.0
@@ -110,7 +90,21 @@ def _eval_reduced(b, g, v, k, lam, a):
 def _support_iteration(b, g, v, k, lam, a, mask, qbuf):
     """SI+ from the support in ``mask``: (OK or INVALID, R), the minimiser left in ``a``."""
     for _ in range(_MAX_SI):
-        Vq, Vg, Vv, Gq, Gg = _support_sums(b, g, v, k, mask)
+        Vq = 0.0   # the support's sums
+        Vg = 0.0
+        Vv = 0.0
+        Gq = 0.0
+        Gg = 0.0
+        for j in range(b.shape[0]):
+            if mask[j]:
+                kj = 1.0 / k[j]
+                vj = v[j] * kj
+                gj = g[j] * kj
+                Vq += vj * b[j]
+                Vg += vj * g[j]
+                Vv += vj * v[j]
+                Gq += gj * b[j]
+                Gg += gj * g[j]
         if Vv <= 0.0:
             return INVALID, np.inf
         if lam == 0.0:
@@ -119,8 +113,8 @@ def _support_iteration(b, g, v, k, lam, a, mask, qbuf):
                 return INVALID, np.inf
             r = Gq / h
         else:
-            h = largest_positive_root(-Vq, lam * (Vg * Vq - Vv * Gq),
-                                       lam * lam * (Vv * Gg - Vg * Vg), qbuf)
+            h = largest_positive_root(-Vq, 0.0, lam * (Vg * Vq - Vv * Gq),
+                                       lam * lam * (Vv * Gg - Vg * Vg), qbuf)[0]
             if h <= 0.0:
                 return INVALID, np.inf
             r = (h * h - Vq * h + lam * Vg) / (lam * Vv)
@@ -376,14 +370,15 @@ def _tiny_v_exponent(g, v):
     vmax = 0.0
     gmax = 0.0
     for j in range(v.shape[0]):
-        vmax = max(vmax, v[j])
-        gmax = max(gmax, g[j])
+        vmax = v[j] if v[j] > vmax else vmax  # max(): no builtin, one compilation less
+        gmax = g[j] if g[j] > gmax else gmax
     if not (vmax > 0.0 and vmax < _V_TINY):
         return 0
     e = -math.frexp(vmax)[1]
     if gmax > 0.0:
-        e = min(e, _G_SCALED_MAX - math.frexp(gmax)[1])
-    return max(e, 0)
+        ec = _G_SCALED_MAX - math.frexp(gmax)[1]
+        e = ec if ec < e else e
+    return e if e > 0 else 0
 
 
 @internal_njit()
@@ -765,8 +760,8 @@ def _level(Vq, Vg, Vv, Gq, Gg, lam, qbuf):
         if h <= 0.0:
             return False, 0.0, 0.0
         return True, h, Gq / h
-    h = largest_positive_root(-Vq, lam * (Vg * Vq - Vv * Gq),
-                               lam * lam * (Vv * Gg - Vg * Vg), qbuf)
+    h = largest_positive_root(-Vq, 0.0, lam * (Vg * Vq - Vv * Gq),
+                               lam * lam * (Vv * Gg - Vg * Vg), qbuf)[0]
     if h <= 0.0:
         return False, 0.0, 0.0
     r = (h * h - Vq * h + lam * Vg) / (lam * Vv)
@@ -854,11 +849,11 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
                  generic=None):
     """Samples ``rows[start:stop]`` of :func:`_assign_kernel`, serial, without the GIL.
 
-    Without ``generic`` a sample with a candidate SI+ does not settle is flagged in ``pending``
-    and left unwritten for the ``generic=True`` version (same outputs; numba prunes on the type
-    of ``generic``, so the safeguard is compiled only when needed). ``prune`` (rule 1): the
-    bound of docs/algorithm.md, section "Assignment"; smallest bound first, then only the
-    candidates that can win; ties go to the first in the usual order, as without pruning.
+    Without ``generic`` a sample with a candidate the fused passes do not settle (rare) is
+    flagged in ``pending`` and left unwritten for the ``generic=True`` version (same outputs;
+    numba prunes on the type of ``generic``: :func:`solve_ratio` compiled only when needed).
+    ``prune`` (rule 1): the bound of docs/algorithm.md, section "Assignment"; smallest bound
+    first, then only the candidates that can win; ties go to the first in the usual order.
     """
     M = Q.shape[1]
     Cd = tpos.shape[0]
@@ -869,8 +864,11 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
     m = np.empty(M, dtype=dt)
     g = np.empty(M, dtype=dt)
     V = np.empty((Cs, M), dtype=dt)
-    cst = np.zeros(7, dtype=dt)
-    fcst = np.zeros(5, dtype=dt)
+    cst = np.empty(7, dtype=dt)   # zeros: np.zeros is three more compilations
+    fcst = np.empty(5, dtype=dt)
+    for j in range(5):
+        cst[j] = 0.0
+        fcst[j] = 0.0
     fmask = np.empty(M, dtype=dt)
     a = np.empty(M)
     work = np.empty((2, M))
@@ -1008,20 +1006,17 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
                     sp = psp[t]
                     fast = st == OK
                     if not fast:
+                        if generic is None:   # rare: the sample is left to the generic version
+                            pending[i] = True
+                            abandon = True
+                            break
                         for j in range(M):
                             b64[j] = b[j]
                             g64[j] = g[j]
                             v64[j] = v[j]
                             k64[j] = k[j]
-                        if generic is None:
-                            st, R = solve_si(b64, g64, v64, k64, lam0, a, mask, qbuf)
-                            if st == GENERIC:
-                                pending[i] = True
-                                abandon = True
-                                break
-                        else:
-                            st, R = solve_ratio(b64, g64, v64, k64, lam0, a, mask, work, qbuf,
-                                                 safeguard)
+                        st, R = solve_ratio(b64, g64, v64, k64, lam0, a, mask, work, qbuf,
+                                            safeguard)
                         if st != INVALID:
                             ga = 0.0
                             va = 0.0

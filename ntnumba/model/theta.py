@@ -43,7 +43,7 @@ def _rho_sigma(y, z):
     s = 0.0
     for j in range(y.shape[0]):
         p = y[j] * z[j]
-        r += max(p, 0.0)
+        r += 0.0 if p < 0.0 else p  # max(p, 0.0) (no builtin max: one compilation less)
         s += p * p
     return r, s
 
@@ -52,7 +52,8 @@ def _rho_sigma(y, z):
 def _rho(y, z):
     r = 0.0
     for j in range(y.shape[0]):
-        r += max(y[j] * z[j], 0.0)
+        p = y[j] * z[j]
+        r += 0.0 if p < 0.0 else p
     return r
 
 
@@ -140,12 +141,17 @@ def _group_sums(start, stop, Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
     for t in range(start, stop):
         g = t // nb
         j0 = (t % nb) * _BS
-        j1 = min(M, j0 + _BS)
+        j1 = j0 + _BS if j0 + _BS < M else M
         L = j1 - j0
-        s_q = np.zeros(L)
-        s_p = np.zeros(L)
-        s_m = np.zeros(L)
-        s_y = np.zeros(L)
+        s_q = np.empty(L)  # zeros: np.zeros is three more compilations
+        s_p = np.empty(L)
+        s_m = np.empty(L)
+        s_y = np.empty(L)
+        for jj in range(L):
+            s_q[jj] = 0.0
+            s_p[jj] = 0.0
+            s_m[jj] = 0.0
+            s_y[jj] = 0.0
         s_qq = 0.0
         for r in range(offsets[g], offsets[g + 1]):
             i = order[r]
@@ -170,45 +176,6 @@ def _group_sums(start, stop, Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
         qq[g, t % nb] = s_qq
 
 
-@internal_njit(fastmath=_FMR)
-def _rho_row2(Y, rows, z1, z2, out1, out2, r):
-    """Row r of :func:`_rho_rows2_s`."""
-    i = rows[r]
-    s1 = 0.0
-    s2 = 0.0
-    for j in range(Y.shape[1]):
-        yv = np.float64(Y[i, j])
-        s1 += max(yv * z1[j], 0.0)
-        s2 += max(yv * z2[j], 0.0)
-    out1[r] = s1
-    out2[r] = s2
-
-
-@internal_njit(fastmath=_FMR)
-def _colsum_block(Y, rows, w, pos, neg, t):
-    """Column block t of :func:`_weighted_signed_colsum`."""
-    M = Y.shape[1]
-    j0 = t * _BS
-    j1 = min(M, j0 + _BS)
-    L = j1 - j0
-    s_p = np.zeros(L)
-    s_m = np.zeros(L)
-    for r in range(rows.shape[0]):
-        wr = w[r]
-        if wr == 0.0:
-            continue
-        i = rows[r]
-        for jj in range(L):
-            yv = np.float64(Y[i, j0 + jj])
-            if yv > 0.0:
-                s_p[jj] += wr * yv
-            else:
-                s_m[jj] -= wr * yv
-    for jj in range(L):
-        pos[j0 + jj] = s_p[jj]
-        neg[j0 + jj] = s_m[jj]
-
-
 # Row kernels of the nu steps: serial without the GIL (``_s``) or in blocks on Python threads,
 # chosen by size, never by thread count (same results). Small calls stay serial: waking a thread
 # on a busy core costs more than the work (Stage 2 at COIL size: 0.07 s serial, 0.23 s on two).
@@ -226,14 +193,46 @@ def _rho_rows_s(Y, rows, Z, zidx, out):
 def _rho_rows2_s(Y, rows, z1, z2, out1, out2):
     """out1[r] = rho(Y[rows[r]], z1), out2[r] = rho(Y[rows[r]], z2): one read of each row."""
     for r in range(rows.shape[0]):
-        _rho_row2(Y, rows, z1, z2, out1, out2, r)
+        i = rows[r]
+        s1 = 0.0
+        s2 = 0.0
+        for j in range(Y.shape[1]):
+            yv = np.float64(Y[i, j])
+            p1 = yv * z1[j]
+            p2 = yv * z2[j]
+            s1 += 0.0 if p1 < 0.0 else p1
+            s2 += 0.0 if p2 < 0.0 else p2
+        out1[r] = s1
+        out2[r] = s2
 
 
 @njit(nogil=True, fastmath=_FMR, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _colsum_blocks(Y, rows, w, pos, neg, t0, t1):
     """Column blocks ``t0:t1`` of :func:`_weighted_signed_colsum`."""
+    M = Y.shape[1]
     for t in range(t0, t1):
-        _colsum_block(Y, rows, w, pos, neg, t)
+        j0 = t * _BS
+        j1 = j0 + _BS if j0 + _BS < M else M
+        L = j1 - j0
+        s_p = np.empty(L)
+        s_m = np.empty(L)
+        for jj in range(L):
+            s_p[jj] = 0.0
+            s_m[jj] = 0.0
+        for r in range(rows.shape[0]):
+            wr = w[r]
+            if wr == 0.0:
+                continue
+            i = rows[r]
+            for jj in range(L):
+                yv = np.float64(Y[i, j0 + jj])
+                if yv > 0.0:
+                    s_p[jj] += wr * yv
+                else:
+                    s_m[jj] -= wr * yv
+        for jj in range(L):
+            pos[j0 + jj] = s_p[jj]
+            neg[j0 + jj] = s_m[jj]
 
 
 def _weighted_signed_colsum_s(Y, rows, w, pos, neg):
@@ -363,10 +362,12 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
                     for j in range(M):
                         tp = tau[c1p, j]
                         kk[j] = KD[c, j] + 2.0 * lam_e * tp * tp
-                        g[j] = max(s[j] * tp, 0.0)
+                        x = s[j] * tp
+                        g[j] = 0.0 if x < 0.0 else x
                     for c2 in range(Cs):
                         for j in range(M):
-                            v[j] = max(s[j] * nu[c2, j], 0.0)
+                            x = s[j] * nu[c2, j]
+                            v[j] = 0.0 if x < 0.0 else x
                         if generic is None:
                             st, R = solve_si(b, g, v, kk, lam_e, a, mask, qbuf)
                             if st == GENERIC:
@@ -401,7 +402,7 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
 def _cubic_root(k, b, K):
     """Unique positive root of k x^3 - b x^2 - K (k, K > 0): argmin of k x^2/2 - b x + K/x
     (Newton from an upper bound, where the cubic is increasing and convex: monotone)."""
-    x = max(b, 0.0) / k + (K / k) ** (1.0 / 3.0)
+    x = (0.0 if b < 0.0 else b) / k + (K / k) ** (1.0 / 3.0)
     for _ in range(_NEWTON):
         f = x * x * (k * x - b) - K
         d = x * (3.0 * k * x - 2.0 * b)
