@@ -488,3 +488,26 @@ def test_no_fastmath_loop_both_stores_and_sums():
         if name not in ("_rho_sigma",):
             assert any("float32" in s for s in sigs), name
     assert not offenders, offenders
+
+
+def test_run_blocks_first_call_runs_one_block_alone():
+    """The first call of a function compiles its kernels: its first block runs in this thread
+    before the pool starts (two threads compiling took about 1 s more processor time); later
+    calls share the blocks at once."""
+    import threading
+    import time
+
+    from ntnumba.core.parallel import run_blocks
+    events = []
+
+    def fn(s, e):
+        events.append(("start", s, threading.get_ident()))
+        time.sleep(0.05)
+        events.append(("end", s, threading.get_ident()))
+
+    run_blocks(fn, [0, 1, 2, 3, 4], 2)
+    assert events[:2] == [("start", 0, threading.get_ident()), ("end", 0, threading.get_ident())]
+    assert sorted(e[1] for e in events if e[0] == "end") == [0, 1, 2, 3]
+    events.clear()
+    run_blocks(fn, [0, 1, 2, 3, 4], 2)   # the second call: two blocks at once
+    assert [e[0] for e in events[:2]] == ["start", "start"]

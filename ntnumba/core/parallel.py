@@ -54,6 +54,9 @@ def pool(nworkers):
         return ex
 
 
+_RUN = set()  # the code of the functions run_blocks has run
+
+
 def run_blocks(fn, bounds, nthreads):
     """Call ``fn(bounds[b], bounds[b + 1])`` for every block ``b`` on ``nthreads`` threads.
 
@@ -63,6 +66,11 @@ def run_blocks(fn, bounds, nthreads):
     is raised after every thread has stopped.
     """
     nblocks = len(bounds) - 1
+    code = getattr(fn, "__code__", None)
+    if nblocks > 1 and code not in _RUN:  # first call: its kernels compile in this thread alone
+        _RUN.add(code)
+        fn(bounds[0], bounds[1])
+        bounds, nblocks = bounds[1:], nblocks - 1
     nthreads = max(1, min(int(nthreads), nblocks))
     if nthreads == 1:
         for b in range(nblocks):
