@@ -66,6 +66,15 @@ def set_training_scores(est, labels, outlier_scores, proba):
         est.reject_threshold_ = _tukey_fence(outlier_scores)
 
 
+def _reference_scores(score, match, ref_scores):
+    """``score`` (changed in place) with a row equal to a reference row (``match >= 0``) given
+    that row's ``outlier_scores_`` (``ref_scores``; None: unchanged)."""
+    if ref_scores is not None:
+        hit = match >= 0
+        score[hit] = ref_scores[match[hit]]
+    return score
+
+
 def _pass_soft_scores(Xk, carry, match_k, rows, est, ctx):
     """Pass over a block of training rows (its ``rows``, None: all): ``est._soft_scores``, the
     rows equal to a reference row (``ctx[0]``, a :class:`ntnumba.engine.passes.RowIndex`)
@@ -848,9 +857,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
                 score_all = np.empty(src.n)
                 shares_all = np.empty((src.n, shares.shape[1]))
                 score_all[todo], shares_all[todo] = score, shares
-                hit = vote[3] >= 0   # as _graph_vote: a row equal to a reference row
-                score_all[vote[0]] = np.where(hit, ctx[4][np.maximum(vote[3], 0)], vote[1]) \
-                    if ctx[4] is not None else vote[1]
+                score_all[vote[0]] = _reference_scores(vote[1], vote[3], ctx[4])
                 shares_all[vote[0]] = vote[2]
                 score, shares = score_all, shares_all
             set_training_scores(tmp, attrs["labels_"], score, shares)
@@ -949,10 +956,7 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         labels, score, shares = passes.graph_vote(X, space, rows_ref, labels_ref,
                                                   self._fitted.params, match=match,
                                                   return_votes=True)
-        if ref_scores is not None:
-            hit = match >= 0
-            score[hit] = ref_scores[match[hit]]
-        return labels, score, shares
+        return labels, _reference_scores(score, match, ref_scores), shares
 
     def _soft_scores(self, X, match=None, ctx=None):
         """``(outlier scores, predict_proba)`` of the scaled rows ``X`` (see :meth:`predict`,
