@@ -63,15 +63,7 @@ _FOLD_BATCH = 4
 
 def _shipped_bytes(obj):
     """Bytes ``obj`` adds to a task that carries it: an array's ``nbytes``, else its pickle with
-    the arrays' buffers counted, not copied.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from ntnumba.dask import _shipped_bytes
-    >>> _shipped_bytes(np.zeros(1000)) >= 8000 and _shipped_bytes((np.zeros(1000),)) >= 8000
-    True
-    """
+    the arrays' buffers counted, not copied."""
     if isinstance(obj, np.ndarray) and obj.dtype != object:
         return obj.nbytes
     buffers = []
@@ -82,16 +74,7 @@ def _shipped_bytes(obj):
 def _block_arg(obj):
     """``obj`` as an argument of every block task of a lazy dask array: itself when small, else
     one ``dask.delayed`` node that travels once to each worker (unlike a scattered future, not
-    tied to the client active when it was built).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from dask.delayed import Delayed
-    >>> from ntnumba.dask import _block_arg
-    >>> _block_arg("small"), isinstance(_block_arg(np.zeros(10 ** 5)), Delayed)
-    ('small', True)
-    """
+    tied to the client active when it was built)."""
     if _shipped_bytes(obj) <= _SCATTER_BYTES:
         return obj
     return dask.delayed(obj, pure=False)

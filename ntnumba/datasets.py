@@ -812,9 +812,8 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
         ``class``, ``y`` or ``gnd`` (case-insensitive), else no labels; ``False``: every column
         except the index is a feature. Labels may be numbers or strings. Not allowed for .npy.
     delimiter : str, optional
-        Tables only: ``","``, ``";"``, ``"\t"``, ``"|"`` or ``"whitespace"``. Default: the
-        first of tab, ``;``, ``,``, ``|`` equally frequent on each of the first 200 lines,
-        else whitespace (``;`` with ``1,5``: decimal comma).
+        Tables only: ``","``, ``";"``, ``"\t"``, ``"|"`` or ``"whitespace"``; default detected
+        (equally frequent on the first 200 lines; ``;`` with ``1,5``: decimal comma).
     header : {"auto", True, False}, default "auto"
         Tables only: whether the first line holds column names. ``"auto"``: by types (as
         ``csv.Sniffer.has_header``): a header when one of its fields is text above a column of
@@ -825,12 +824,9 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
         its header name is empty, as ``pandas.DataFrame.to_csv`` writes the index; ``False``:
         none.
     return_info : bool, default False
-        Also return a dict saying what was read: ``"description"`` (one line, e.g.
-        ``"150 samples x 4 features, labels from column 'target' (3 classes)"``),
-        ``"label_source"``, ``"feature_names"`` (tables with a header, else None) and, for
-        tables, ``"format"`` (``"text"``, ``"text, gzip-compressed"``, ``"parquet"`` ...),
-        ``"header"``, ``"index_column"``, ``"dropped"`` (what else was not read, and why) and,
-        for text tables, ``"delimiter"``.
+        Also return a dict of what was read: ``"description"`` (one line), ``"label_source"``,
+        ``"feature_names"`` and, for tables, ``"format"``, ``"header"``, ``"index_column"``,
+        ``"dropped"`` (what was not read, and why) and ``"delimiter"``.
 
     Returns
     -------
@@ -849,9 +845,8 @@ def load_file(path, *, image_shape=None, order="F", resize=None, data_key=None, 
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        For an unknown extension, a key that is not in the file (the message lists the available
-        keys), labels whose length matches no sample axis, an ``image_shape`` that does not match
-        the number of features, or ``resize`` without an image shape.
+        Unknown extension, missing key (the message lists the keys), labels of no sample
+        axis's length, a mismatched ``image_shape``, ``resize`` without an image shape.
 
     Notes
     -----

@@ -14,7 +14,7 @@ import naive_transform as nv
 from ntnumba import NTClustering
 from ntnumba.engine import loop
 from ntnumba.engine import passes
-from ntnumba.model.transform import (orthogonal_singular_value, principal_span,
+from ntnumba.model.transform import (complement_span, orthogonal_singular_value, principal_span,
                                      project_statistics, row_span, span_map, span_statistics,
                                      transform_objective, update_transform)
 
@@ -362,3 +362,84 @@ def test_fit_in_a_principal_subspace_and_partial_fit():
     part.partial_fit(X[45:])   # running sums (forget=1): the principal subspace of all rows
     W = np.linalg.svd(X * part.scale_)[2][:7].T
     assert _row_space_in(part.components_, W) < 1e-9
+
+
+# --------------------------------------- the graph rule's shared directions: outside the model
+@pytest.mark.parametrize("n,N,rows", [(60, 9, False), (7, 20, True), (30, 12, True)])
+def test_complement_span_is_the_top_subspace_of_the_rows_without_U(n, N, rows):
+    # reference: numpy's SVD of the rows with their components along U removed
+    rng = np.random.default_rng(n)
+    X = rng.standard_normal((n, N)) * np.linspace(3.0, 0.5, N)
+    U = np.linalg.qr(X[:2].T + 0.1 * rng.standard_normal((N, 2)))[0]   # partly in the rows
+    Xc = X - (X @ U) @ U.T
+    k = min(n, N - 2) - 1
+    sp = complement_span(row_span(X) if rows else X.T @ X, n, k, U)
+    W = np.linalg.svd(Xc)[2][:k].T
+    assert sp.zero_outside and sp.basis.shape == (N, k)
+    np.testing.assert_allclose(sp.basis.T @ sp.basis, np.eye(k), atol=1e-10)
+    np.testing.assert_allclose(sp.basis @ sp.basis.T, W @ W.T, atol=1e-8)
+    np.testing.assert_allclose(U.T @ sp.basis, 0.0, atol=1e-10)
+    np.testing.assert_allclose(sp.gram, (Xc @ sp.basis).T @ (Xc @ sp.basis), atol=1e-8)
+
+
+def test_zero_outside_step_with_more_components_than_features():
+    # M >= N with span.zero_outside: A = A1 P^T, A1 the update of the coordinates X P
+    X, Ybar, A0, rng = _problem(40, 8, 20, 5)
+    U = np.linalg.qr(rng.standard_normal((8, 2)))[0]
+    Xc = X - (X @ U) @ U.T
+    sp = complement_span(X.T @ X, 40, 20, U)
+    A = update_transform(stats=span_statistics(Xc, Ybar, sp), A=A0, span=sp, **PAPER)
+    A1 = update_transform(Xc @ sp.basis, Ybar, A0 @ sp.basis, **PAPER)
+    np.testing.assert_allclose(A, A1 @ sp.basis.T, rtol=0, atol=1e-10 * np.abs(A1).max())
+    np.testing.assert_allclose(A @ U, 0.0, atol=1e-12)
+
+
+def _shared_data(n_per, N, seed=3):
+    """4 tight clusters plus a strong component along 2 directions common to all (S)."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(4), n_per)
+    S = np.linalg.qr(rng.standard_normal((N, 2)))[0].T
+    X = (1.5 * rng.standard_normal((4, N))[y] + 0.4 * rng.standard_normal((y.size, N))
+         + 8.0 * rng.standard_normal((y.size, 2)) @ S)
+    return X, rng
+
+
+@pytest.mark.parametrize("n_per,N,M", [(40, 30, 40), (5, 30, 40), (40, 30, 12)],
+                         ids=["n>N", "n<N", "M<N"])
+@pytest.mark.parametrize("how", ["fit", "partial_fit"])
+def test_graph_model_is_zero_on_the_shared_directions(n_per, N, M, how):
+    # the graph rule removed n_shared_ directions: A is zero on them (in the input's
+    # coordinates), transform ignores them, and the model is that of the rows without them
+    X, rng = _shared_data(n_per, N)
+    model = NTClustering(4, n_components=M, n_shared=2, max_iter=2, random_state=0)
+    if how == "fit":
+        model.fit(X)
+    else:
+        model.partial_fit(X[::2]).partial_fit(X[1::2])
+    assert model.n_shared_ == 2
+    U = np.linalg.qr(model.shared_components_.T)[0]
+    A = model.components_
+    assert np.abs(A @ U).max() < 1e-10 * np.abs(A).max()
+    Xs = X * model.scale_
+    rank = min(len(X), N) - 2
+    assert np.linalg.matrix_rank(A, 1e-8 * np.abs(A).max()) == min(M, rank)
+    Z = rng.standard_normal((6, N))
+    np.testing.assert_allclose(model.transform(Z + rng.standard_normal((6, 2)) @ U.T),
+                               model.transform(Z), atol=1e-9)
+    assert np.all(np.isfinite(model.objective_history_))
+    W = np.linalg.svd(Xs - (Xs @ U) @ U.T)[2][:min(M, rank)].T
+    if how == "fit":   # the principal subspace of the rows without U
+        assert _row_space_in(A, W) < 1e-8
+
+
+def test_initial_map_is_zero_on_the_shared_directions():
+    # A_0 of the graph rule (and the tau it seeds) already ignore the shared directions
+    X, _ = _shared_data(40, 30)
+    model = NTClustering(4, n_shared=2, random_state=0)
+    p = model._params(30)
+    st = loop.initialise(X, p, np.random.RandomState(0))
+    U = np.linalg.qr(np.asarray(st.graph["V"]).T)[0]
+    assert U.shape == (30, 2) and np.abs(st.A @ U).max() < 1e-12
+    p = model.set_params(assign="objective")._params(30)
+    st = loop.initialise(X, p, np.random.RandomState(0))   # another rule: the paper's A_0
+    assert np.abs(st.A @ U).max() > 0.1

@@ -13,6 +13,7 @@ import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial as partial_fn
 
 import numpy as np
 from numba.core import event as numba_event
@@ -26,9 +27,9 @@ from .passes import compute_Q  # noqa: F401 - the driver's name for it
 from .fitted import FittedModel
 from .sources import MemoryBlocks, block_rows
 from ..model.theta import data_terms, prior_up, solve_theta, theta_objective
-from ..model.transform import (RowSpan, TransformStatistics, principal_span, project_statistics,
-                               row_span, stage3_regulariser, stage3_regulariser_sv,
-                               update_transform)
+from ..model.transform import (RowSpan, TransformStatistics, complement_span, principal_span,
+                               project_statistics, row_span, stage3_regulariser,
+                               stage3_regulariser_sv, update_transform)
 from ..core.validation import user_stacklevel
 
 #: Size of the reference sample of every fit (in memory, chunked, Dask): the initialisation and,
@@ -119,7 +120,8 @@ class Context:
     forget: float = None          # partial_fit: running sums = forget * sums + this pass
     theta_sums: dict = None
     transform_sums: TransformStatistics = None
-    subspace: RowSpan = None      # n_components < N: the subspace of the model (model_span)
+    subspace: RowSpan = None      # the subspace of the model (model_span), None: R^N
+    shared: tuple = None          # (graph["V"], its shared_basis) (model_shared)
     vote: tuple = None            # graph rule: (rows, scores, shares, match) of the fit's vote
 
 
@@ -139,11 +141,12 @@ def full_objective(X, A, Y, labels, sim, tau, nu, p, Q=None, sv=None):
     return val + _parameter_terms(A, tau, nu, p, sv)
 
 
-def _parameter_terms(A, tau, nu, p, sv=None):
-    """``lambda_e u_p(theta) + f_d(A)``: the objective's terms without a sum over samples."""
+def _parameter_terms(A, tau, nu, p, sv=None, subspace=False):
+    """``lambda_e u_p(theta) + f_d(A)``: the objective's terms without a sum over samples
+    (``subspace``: ``A`` is the map of a subspace, f_d of its nonzero singular values)."""
     val = p.lambda_e * prior_up(tau, nu) if p.lambda_e != 0.0 else 0.0
     if p.learn_transform:
-        if sv is None and A.shape[0] < A.shape[1]:  # the map of a subspace: its singular values
+        if sv is None and (subspace or A.shape[0] < A.shape[1]):
             sv = np.linalg.svd(np.asarray(A, dtype=np.float64), compute_uv=False)
             sv = sv[sv > max(A.shape) * np.finfo(np.float64).eps * sv[0]] if sv.size else sv
         if sv is not None:
@@ -225,6 +228,9 @@ def initialise(X, p, rng, verbose=0):
     elif p.init == "graph":
         labels, ginfo = select.partition(X, C, p, rng.randint(_INT32_MAX),
                                          verbose=_internals(verbose))
+        U = None if A is None else shared_basis(X, ginfo["V"], p)
+        if U is not None:  # the graph rule's model: zero on the shared directions
+            A = (A - (A @ U) @ U.T).astype(dt)
         tau = graph_init_tau(X, labels, nu, C, rng, A).astype(dt)
         return State(A=A, tau=np.ascontiguousarray(tau), nu=np.ascontiguousarray(nu),
                      labels=labels, graph=graph_summary(ginfo))
@@ -298,13 +304,37 @@ def _forgotten(acc, new, forget):
     return new if acc is None else {k: forget * acc[k] + new[k] for k in new}
 
 
-def model_span(ctx, p):
-    """``n_components < N``: the subspace in which the model lives (:class:`RowSpan`, cached on
-    ``ctx``): of ``min(rank, n_components)`` dimensions, the rows' principal subspace (their
-    span when ``n <= n_components``). ``A`` is zero outside it."""
+def shared_basis(X, V, p):
+    """Graph rule: an orthonormal basis (N, r) of the input directions its partition removed as
+    shared (rows ``V``, of the feature-weighted rows ``X``), None: none. The model leaves them
+    out (docs/research/model-shared-directions.md)."""
+    if p.rule != "graph" or V is None or len(V) == 0:
+        return None
+    w = select.graph_space(X, p.representation)[0]
+    U = np.asarray(V, dtype=np.float64).T
+    if w is not None:  # removed: x with w * x in span(V)
+        U = U * np.divide(1.0, w, out=np.zeros_like(w), where=w > 0)[:, None]
+    return np.linalg.qr(U)[0]
+
+
+def model_shared(ctx, graph, p):
+    """:func:`shared_basis` of ``graph`` and the reference rows (cached on ``ctx``)."""
+    V = None if graph is None else graph.get("V")
+    if ctx.shared is None or ctx.shared[0] is not V:
+        ctx.shared, ctx.subspace = (V, shared_basis(ctx.ref_X, V, p)), None
+    return ctx.shared[1]
+
+
+def model_span(ctx, p, U=None):
+    """The subspace in which the model lives (:class:`RowSpan`, cached on ``ctx``), ``A`` zero
+    outside it: ``n_components < N``, of ``min(rank, n_components)`` dimensions, the rows'
+    principal subspace (their span when ``n <= n_components``); with the shared directions
+    ``U`` (:func:`shared_basis`), that of the rows without them."""
     if ctx.subspace is None:
         G, M = ctx.gram, p.n_components
-        if not isinstance(G, RowSpan):
+        if U is not None:
+            ctx.subspace = complement_span(G, ctx.src.n, M, U)
+        elif not isinstance(G, RowSpan):
             ctx.subspace = principal_span(G, ctx.src.n, M)
         elif G.rank <= M:
             ctx.subspace = G
@@ -362,14 +392,15 @@ def iterate_blocks(ctx, state, p, rng):
                 rows[b] = r
             blocks = [b for b, *_ in parts]
         args = [(labels[s:e], sim[s:e], rows[b]) for b, (s, e) in enumerate(src.bounds)]
-        sub = p.n_components < src.N
+        U = model_shared(ctx, graph, p)
+        sub = p.n_components < src.N or U is not None
         span = ctx.gram if isinstance(ctx.gram, RowSpan) else None
         gram3 = ctx.gram
         if span is not None and (ctx.forget is not None
                                  or (p.online_fraction is not None and not sub)):
             span, gram3 = None, ctx.gram.full_gram()  # a subset's, running sums: all of R^N
         elif sub and ctx.forget is None:
-            span = gram3 = model_span(ctx, p)
+            span = gram3 = model_span(ctx, p, U)
         G, cross, tsq = src.map(P.pass_stage3, args, (tau, nu, p.lambda_a,
                                                       None if span is None else span.basis),
                                 use_carry=True, blocks=blocks, combine=P.add)
@@ -379,7 +410,8 @@ def iterate_blocks(ctx, state, p, rng):
         if ctx.forget is not None:
             stats3 = ctx.transform_sums = _forgotten(ctx.transform_sums, stats3, ctx.forget)
         if sub and span is None:  # running sums in R^N: the model of their principal subspace
-            span = principal_span(stats3.gram, stats3.n_samples, p.n_components)
+            span = (principal_span if U is None else partial_fn(complement_span, exclude=U))(
+                stats3.gram, stats3.n_samples, p.n_components)
             stats3 = project_statistics(stats3, span)
         if p.online_fraction is None:
             A = update_transform(A=A, stats=stats3, workspace=ctx.workspace, span=span,
@@ -391,7 +423,8 @@ def iterate_blocks(ctx, state, p, rng):
     obj = float(src.map(P.pass_objective, args, (A, tau, nu, p, src.keep_q), use_carry=True,
                         store=True, combine=P.add))
     ws = ctx.workspace
-    obj += _parameter_terms(A, tau, nu, p, ws.get("sv") if ws.get("A") is A else None)
+    obj += _parameter_terms(A, tau, nu, p, ws.get("sv") if ws.get("A") is A else None,
+                            subspace=p.learn_transform and sub)
     new = State(A=A, tau=tau, nu=nu, labels=labels, similarity_labels=sim,
                 objective_history=state.objective_history + [obj], n_iter=state.n_iter + 1,
                 reseeded=state.reseeded + [(state.n_iter + 1, c) for c in det["reseeded"]],

@@ -349,14 +349,12 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     n_clusters : int, default 8
         Number of clusters ``C`` (= number of dissimilarity parameters ``Cd``).
     n_components : int or "auto", default "auto"
-        Dimension ``M`` of the NT representations (rows of ``A``). ``"auto"``: 2100, the
-        paper's. With ``M >= N`` features the paper's model on all of ``R^N``; with
-        ``M < N`` the model lives in the training rows' principal subspace of
-        ``min(rank, M)`` dimensions (their span when there are at most ``M`` rows: exact for
-        them): ``A`` is zero outside it, so the part of a new row outside it does not enter
-        ``transform``, ``score`` or the model's ``predict``. Its cost is bounded by ``M``
-        whatever ``N``. Ignored when ``learn_transform=False`` (then ``M = N``). The value
-        used is ``components_.shape[0]``.
+        Dimension ``M`` of the NT representations (rows of ``A``); ``"auto"``: 2100, the
+        paper's. ``M < N`` features: the model lives in the training rows' principal subspace
+        of ``min(rank, M)`` dimensions (their span for at most ``M`` rows), its cost bounded
+        by ``M``. With ``assign="graph"`` it also leaves out the ``n_shared_`` directions the
+        partition removed. ``A`` is zero outside its subspace: that part of a new row does not
+        enter ``transform`` or ``score``. Ignored when ``learn_transform=False`` (``M = N``).
     n_similarity : int, default 2
         Number of similarity parameters ``Cs`` (>= 1).
     lambda0, lambda1 : float, default 0.03
@@ -383,32 +381,22 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     online_rate : float in [0, 1], default 0.5
         ``A <- (1 - rate) A + rate A_hat`` when ``online_fraction`` is set.
     init : {"graph", "k-means++", "random", "kmeans"}, default "graph"
-        ``"random"``: the paper's i.i.d. N(0, 1) tau and nu. ``"k-means++"``: tau seeded by
-        k-means++ in the transform domain. ``"kmeans"``: tau from one KMeans run on ``A X``.
-        ``"graph"``: tau = the means (in the transform domain) of the clusters of the graph
-        partition described under ``assign``; with ``assign="graph"`` that partition is the
-        clustering.
+        tau: the paper's i.i.d. N(0, 1) (``"random"``), k-means++ seeds or one KMeans run on
+        ``A X``, or the means of ``A x`` over the clusters of the graph partition.
     n_neighbors : int, default 5
         ``k`` of the k-NN graph (``assign="graph"`` / ``init="graph"``) and of the k-NN vote
         that labels new samples in :meth:`predict`.
     n_shared : "auto", int or sequence of int, default "auto"
-        Number of shared principal directions of ``A X`` removed before the graph is built.
-        ``"auto"``: the candidates (0, 1, 2, 4, 8, 16), the one whose graph has the smallest
-        relaxed C-way normalised cut is used (no labels involved); the choice is in
-        ``n_shared_``.
+        Number of shared principal directions of the samples removed before the graph is
+        built; ``"auto"``: of 0, 1, 2, 4, 8, 16 the one of smallest relaxed normalised cut.
     representation : {"auto", "as-is"}, default "auto"
-        What the graph sees. ``"auto"``, decided from the data alone
-        (``ntnumba/partition/select.py``; the user guide): features of very different scales
-        standardised; at most 16 features, spectral clustering of the Euclidean k-NN graph;
-        more, the partition on the ``4 n_clusters`` leading principal directions, or the
-        k-means partition of a UMAP-type layout (``ntnumba.partition.embedding``; documents),
-        when its normalised cut is lower (``verbose`` says which was kept). ``"as-is"``:
-        none.
+        What the graph sees. ``"auto"``, decided from the data alone (user guide): features
+        of very different scales standardised; at most 16 features, a Euclidean graph; more,
+        the ``4 n_clusters`` leading principal directions or a UMAP-type layout when its
+        normalised cut is lower. ``"as-is"``: none of these.
     max_iter : int, default 1
         Maximum number of iterations (the paper runs 100). With ``assign="graph"`` the
-        clustering does not change over the iterations, and more than one lowered the k-NN
-        accuracy of the representations (docs/results.md). With ``"objective"`` or ``"paper"``
-        set it (e.g. 100, the paper's).
+        clustering does not change over them (docs/table5.md: ``transform``'s 1-NN accuracy).
     tol : float, default 1e-4
         Stop when the relative change of the objective is below ``tol``.
     n_init : int, default 1
@@ -425,10 +413,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
     n_jobs : int or None, default None
         Numba threads during fit/predict (-1: all); restored afterwards.
     verbose : int, default 0
-        On stderr: 1, one line per phase with its time, per iteration (objective, change,
-        elapsed, ETA) and a total, numba's first-call compilation timed apart, and on a
-        terminal progress bars (tqdm: iterations, passes over blocks, ``predict`` in blocks);
-        2, also the graph partition's internals.
+        On stderr: 1, a line per phase and iteration with times and a total, compilation timed
+        apart, progress bars on a terminal; 2, also the graph partition's internals.
     warm_start : bool, default False
         Continue from the previous fit's parameters and iteration count (``max_iter`` counts
         all iterations): a fit split into pieces equals an uninterrupted fit.
@@ -479,13 +465,8 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
 
     Notes
     -----
-    The full objective is non-increasing for ``assign="objective"``, batch A updates and
-    ``lambda_e = 0`` (the ``lambda_e`` prior, the online update and ``"paper"`` are not
-    monotone).
-
-    **Defaults and the paper.** The defaults clustered best on COIL-20, ORL and Extended Yale B
-    at the paper's resolutions, one configuration for all three (``docs/results.md``,
-    ``python -m benchmarks.reproduce``). The paper's literal variant is
+    The objective is non-increasing for ``assign="objective"``, batch A updates and
+    ``lambda_e = 0``. The paper's literal variant is
     ``NTClustering(C, assign="paper", init="random", scaling=None, max_iter=100)``.
 
     Examples
@@ -631,14 +612,9 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
             ``nu``, ``labels``, ``objective_history``, ``n_iter``); return True to stop.
         chunk_size : int, optional
             Stream ``X`` (also a ``numpy.memmap`` or any object with ``shape``, ``dtype`` and
-            row slicing) in blocks of ``chunk_size`` rows: at most one block of ``X``, ``A X``
-            and the representations in memory (temporary files between passes); the same
-            iteration. The initialisation and the graph partition run on a seeded random
-            reference sample of ``min(n_samples, 20000)`` rows (all rows: the in-memory fit up
-            to rounding), the other rows get :meth:`predict`'s vote; the row order does not
-            matter (``docs/scaling.md``). Without ``chunk_size`` more than 20000 rows use the
-            same reference sample, and above 256 MiB of ``A X`` and representations the same
-            blocks (``ntnumba.engine.sources.MEMORY_BUDGET``).
+            row slicing) in blocks of ``chunk_size`` rows: one block in memory at a time, the
+            same iteration (``docs/scaling.md``). Any fit partitions a seeded random reference
+            sample of ``min(n_samples, 20000)`` rows; the others get :meth:`predict`'s vote.
 
         Returns
         -------

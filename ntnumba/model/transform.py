@@ -1,7 +1,7 @@
 """Stage 3 of the NT clustering algorithm: the linear map ``A``.
 
 Row convention: ``X`` (n, N), target ``Ybar`` (n, M), ``A`` (M, N) with ``M >= N`` (or the
-map of a subspace, zero outside it, ``M < N``: ``update_transform(span=)``), ``Q = X @ A.T``.
+map of a subspace, zero outside it: ``update_transform(span=)``), ``Q = X @ A.T``.
 The problem::
 
     f(A) = 1/2 ||X A^T - Ybar||_F^2 + lambda2/2 ||A||_F^2 + lambda3/2 ||A A^T - I||_F^2
@@ -942,6 +942,7 @@ class RowSpan:
     basis: np.ndarray
     gram: np.ndarray
     n_samples: int
+    zero_outside: bool = False   # the map of the model is zero outside it, whatever M
 
     @property
     def n_features(self):
@@ -1033,6 +1034,35 @@ def principal_span(G, n_samples, max_rank):
     basis = np.ascontiguousarray(V[:, keep])
     gram = _matmul(basis.T, _matmul(G, basis))
     return RowSpan(basis, 0.5 * (gram + gram.T), n_samples)
+
+
+def complement_span(G, n_samples, max_rank, exclude):
+    """:func:`principal_span` of the rows (``X^T X`` ``G``, or their :class:`RowSpan`) with
+    their components along the orthonormal columns of ``exclude`` (N, r) removed: orthogonal
+    to ``exclude``, ``zero_outside`` (the model's map is zero outside it, whatever M).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntnumba.model.transform import complement_span
+    >>> X = np.random.default_rng(0).standard_normal((50, 6))
+    >>> sp = complement_span(X.T @ X, 50, 6, np.eye(6)[:, :1])
+    >>> sp.basis.shape, bool(np.allclose(sp.basis[0], 0.0))
+    ((6, 5), True)
+    """
+    U = np.asarray(exclude, dtype=np.float64)
+    if isinstance(G, RowSpan):  # rows C B^T: without U, C Z^T with Z = (I - U U^T) B = L S R^T
+        L, s, Rt = _svd(G.basis - _matmul(U, _matmul(U.T, G.basis)), full_matrices=False)
+        T = Rt.T * s
+        inner = principal_span(_matmul(T.T, _matmul(G.gram, T)), n_samples, max_rank)
+        basis = _matmul(L, inner.basis)
+    else:  # (I - U U^T) G (I - U U^T)
+        G = np.asarray(G, dtype=np.float64)
+        GU = _matmul(G, U)
+        G = G - _matmul(U, GU.T) - _matmul(GU, U.T) + _matmul(U, _matmul(_matmul(U.T, GU), U.T))
+        inner = principal_span(G, n_samples, max_rank)
+        basis = inner.basis
+    return RowSpan(np.ascontiguousarray(basis), inner.gram, n_samples, zero_outside=True)
 
 
 def project_statistics(stats, span):
@@ -1258,7 +1288,7 @@ def _span_update(stats, span, A64, lambda2, lambda3, lambda4, n_steps, tol, init
         A1 = np.zeros((M, 0))
         history = [0.5 * stats.target_sq + 0.5 * lambda3 * M]
         sv_r, aga = np.zeros(0), 0.0
-    if M < N:  # the model of the subspace: zero outside it
+    if M < N or span.zero_outside:  # the model of the subspace: zero outside it
         A = _matmul(A1, P.T)
         ws.update(A=A, sv=sv_r, AGA=aga, G=span.gram)
         return A, history
@@ -1319,9 +1349,10 @@ def update_transform(X=None, Ybar=None, A=None, *, lambda2=16.0, lambda3=16.0, l
         Work in the span of the rows (``row_span(X)`` of ``ntnumba.model.transform``; fewer rows
         than features; ``principal_span``): ``stats`` of the projected rows
         (``span_statistics``, ``(M, r)``); ``A`` and the result are ``M x N``, ``s0`` times an
-        isometry outside the span (the minimiser there). With ``M < N`` the problem is posed
-        in the span alone (``M >= r``): the result is ``A1 P^T``, zero outside it (the online
-        update too). Batch update only when ``M >= N``. See Notes.
+        isometry outside the span (the minimiser there). With ``M < N`` or
+        ``span.zero_outside`` (``complement_span``) the problem is posed in the span alone
+        (``M >= r``): the result is ``A1 P^T``, zero outside it (the online update too). Batch
+        update only otherwise. See Notes.
 
     Returns
     -------
@@ -1418,9 +1449,10 @@ def _update_in_span(X, Ybar, A, span, stats, lambda2, lambda3, lambda4, n_steps,
         stats = _resolve_stats(X, Ybar, stats)
     N, r = span.basis.shape
     M = stats.cross.shape[0]
-    if sample_fraction is not None or (online_rate is not None and M >= N):
+    if sample_fraction is not None or (online_rate is not None and M >= N
+                                       and not span.zero_outside):
         raise ValueError("span= is for the batch update: not with sample_fraction, nor with "
-                         "online_rate unless M < N")
+                         "online_rate unless M < N or span.zero_outside")
     if stats.cross.shape[1] != r or stats.gram.shape != (r, r):
         raise ValueError(f"stats: expected the statistics of the rows in the span (Ybar^T X "
                          f"of shape ({M}, {r})), got {stats.cross.shape}")
@@ -1430,7 +1462,7 @@ def _update_in_span(X, Ybar, A, span, stats, lambda2, lambda3, lambda4, n_steps,
     if init == "current" and A is None:
         raise ValueError("init='current' needs A")
     A64 = None if A is None else _check_A(A, M, N, subspace=True).astype(np.float64, copy=False)
-    if online_rate is not None:  # M < N: the online update of the map of the subspace
+    if online_rate is not None:  # the online update of the map of the subspace
         A1 = update_transform(A=_matmul(A64, span.basis), stats=stats, lambda2=lambda2,
                               lambda3=lambda3, lambda4=lambda4, n_steps=n_steps, tol=tol,
                               init=init, accelerate=accelerate, online_rate=online_rate,
