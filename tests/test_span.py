@@ -277,14 +277,13 @@ def test_fit_in_the_span_chunked_partial_and_online():
 
 
 def test_fit_of_zero_rows_with_fewer_rows_than_features():
-    # the span of zero rows has no dimension: the map is s0 times an isometry everywhere
+    # the span of zero rows has no dimension: the model's map is zero everywhere
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)   # all representations are zero
         model = NTClustering(1, n_components=6, random_state=0).fit(np.zeros((2, 5)))
-    s0 = orthogonal_singular_value(*(v / 2.0 for v in (16.0, 16.0, 16.0)))
-    np.testing.assert_allclose(np.linalg.svd(model.components_, compute_uv=False), s0,
-                               rtol=1e-12)
+    assert model.components_.shape == (6, 5) and not np.any(model.components_)
+    assert np.all(np.isfinite(model.objective_history_))
 
 
 # ------------------------------------------------- n_components < N: the model of a subspace

@@ -326,10 +326,8 @@ def model_shared(ctx, graph, p):
 
 
 def model_span(ctx, p, U=None):
-    """The subspace in which the model lives (:class:`RowSpan`, cached on ``ctx``), ``A`` zero
-    outside it: ``n_components < N``, of ``min(rank, n_components)`` dimensions, the rows'
-    principal subspace (their span when ``n <= n_components``); with the shared directions
-    ``U`` (:func:`shared_basis`), that of the rows without them."""
+    """The subspace of the model (:class:`RowSpan`, cached on ``ctx``; ``A`` zero outside it):
+    the rows' (without the shared directions ``U``) of ``min(rank, n_components)`` dimensions."""
     if ctx.subspace is None:
         G, M = ctx.gram, p.n_components
         if U is not None:
@@ -341,6 +339,7 @@ def model_span(ctx, p, U=None):
         else:  # row_span's basis is ordered by singular value
             ctx.subspace = RowSpan(np.ascontiguousarray(G.basis[:, :M]),
                                    np.ascontiguousarray(G.gram[:M, :M]), G.n_samples)
+        ctx.subspace = replace(ctx.subspace, zero_outside=True)
     return ctx.subspace
 
 
@@ -393,7 +392,9 @@ def iterate_blocks(ctx, state, p, rng):
             blocks = [b for b, *_ in parts]
         args = [(labels[s:e], sim[s:e], rows[b]) for b, (s, e) in enumerate(src.bounds)]
         U = model_shared(ctx, graph, p)
-        sub = p.n_components < src.N or U is not None
+        # the model of a subspace, zero outside it: M < N, the shared directions removed, or
+        # fewer rows than features (their span, exact for them; docs/research/wide-model.md)
+        sub = p.n_components < src.N or U is not None or n < src.N
         span = ctx.gram if isinstance(ctx.gram, RowSpan) else None
         gram3 = ctx.gram
         if span is not None and (ctx.forget is not None
@@ -409,9 +410,11 @@ def iterate_blocks(ctx, state, p, rng):
                                      max(float(tsq), 0.0), m, src.dtype)
         if ctx.forget is not None:
             stats3 = ctx.transform_sums = _forgotten(ctx.transform_sums, stats3, ctx.forget)
+            sub = p.n_components < src.N or U is not None or stats3.n_samples < src.N
         if sub and span is None:  # running sums in R^N: the model of their principal subspace
-            span = (principal_span if U is None else partial_fn(complement_span, exclude=U))(
-                stats3.gram, stats3.n_samples, p.n_components)
+            span = replace((principal_span if U is None else partial_fn(
+                complement_span, exclude=U))(stats3.gram, stats3.n_samples, p.n_components),
+                zero_outside=True)
             stats3 = project_statistics(stats3, span)
         if p.online_fraction is None:
             A = update_transform(A=A, stats=stats3, workspace=ctx.workspace, span=span,

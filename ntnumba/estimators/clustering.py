@@ -350,11 +350,11 @@ class NTClustering(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMix
         Number of clusters ``C`` (= number of dissimilarity parameters ``Cd``).
     n_components : int or "auto", default "auto"
         Dimension ``M`` of the NT representations (rows of ``A``); ``"auto"``: 2100, the
-        paper's. ``M < N`` features: the model lives in the training rows' principal subspace
-        of ``min(rank, M)`` dimensions (their span for at most ``M`` rows), its cost bounded
-        by ``M``. With ``assign="graph"`` it also leaves out the ``n_shared_`` directions the
-        partition removed. ``A`` is zero outside its subspace: that part of a new row does not
-        enter ``transform`` or ``score``. Ignored when ``learn_transform=False`` (``M = N``).
+        paper's. The model lives in the training rows' principal subspace of ``min(rank, M)``
+        dimensions (their span with fewer rows than features or ``M``), its cost bounded by
+        ``M``; with ``assign="graph"`` without the ``n_shared_`` directions the partition
+        removed. ``A`` is zero outside it: that part of a new row does not enter
+        ``transform`` or ``score``. Ignored when ``learn_transform=False`` (``M = N``).
     n_similarity : int, default 2
         Number of similarity parameters ``Cs`` (>= 1).
     lambda0, lambda1 : float, default 0.03
@@ -1149,13 +1149,9 @@ def load(path):
     Returns
     -------
     model : NTClustering
-        Fitted, with every public fitted attribute of the saved model (``initial_labels_``
-        included): ``predict``, ``predict_proba``, ``transform`` and ``score`` give the
-        saved model's bits, and a ``warm_start`` continues as the saved model would.
-        ``partial_fit`` continues its running sums. Files of format version 2 and older load
-        without ``initial_labels_``, a ``warm_start`` restarts their random stream and
-        ``partial_fit`` their running sums (with a ``RuntimeWarning``; see
-        ``docs/user_guide.md``, "Saving and loading models").
+        Fitted, every public fitted attribute of the saved model: its methods give its bits,
+        ``warm_start`` and ``partial_fit`` continue as it would (format version 2 and older:
+        see ``docs/user_guide.md``, "Saving and loading models").
 
     Raises
     ------
