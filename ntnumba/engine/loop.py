@@ -202,7 +202,7 @@ def initialise(X, p, rng, verbose=0):
     dt = X.dtype
     M = p.n_components if p.learn_transform else N
     if p.learn_transform:
-        A = rng.standard_normal((M, N)).astype(dt)
+        A = rng.standard_normal((M, N)).astype(dt, copy=False)
         # rows scaled to unit norm (the paper leaves them i.i.d. N(0, 1), of norm ~sqrt(N)):
         # then q = A x has the scale of x's features, the scale of the N(0, 1) tau and nu
         A /= np.linalg.norm(A, axis=1, keepdims=True)
