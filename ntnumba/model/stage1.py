@@ -846,7 +846,7 @@ def _bound_sum(w, ki, zero):
 @njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1,
                  adj, rule, safeguard, prune, labels, slabels, Y, F, SP, status, pending,
-                 generic=None):
+                 wd, wc, w64, s64, mask, pst, generic=None):
     """Samples ``rows[start:stop]`` of :func:`_assign_kernel`, serial, without the GIL.
 
     Without ``generic`` a sample with a candidate the fused passes do not settle (rare) is
@@ -854,43 +854,33 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
     numba prunes on the type of ``generic``: :func:`solve_ratio` compiled only when needed).
     ``prune`` (rule 1): the bound of docs/algorithm.md, section "Assignment"; smallest bound
     first, then only the candidates that can win; ties go to the first in the usual order.
+    Scratch from the caller (:func:`_assign_kernel`: no allocation compiled here).
     """
     M = Q.shape[1]
     Cd = tpos.shape[0]
     Cs = npos.shape[0]
-    dt = Q.dtype
-    b = np.empty(M, dtype=dt)
-    w = np.empty(M, dtype=dt)
-    m = np.empty(M, dtype=dt)
-    g = np.empty(M, dtype=dt)
-    V = np.empty((Cs, M), dtype=dt)
-    cst = np.empty(7, dtype=dt)   # zeros: np.zeros is three more compilations
-    fcst = np.empty(5, dtype=dt)
+    b, w, m, g, fmask = wd[0], wd[1], wd[2], wd[3], wd[4]
+    V = wd[5:]
+    cst = wc[:7]
+    fcst = wc[7:]
     for j in range(5):
         cst[j] = 0.0
         fcst[j] = 0.0
-    fmask = np.empty(M, dtype=dt)
-    a = np.empty(M)
-    work = np.empty((2, M))
+    a = w64[0]
+    work = w64[1:3]
     # float64 inputs of the generic solver (rare path): one compiled solve_ratio for both dtypes
-    b64 = np.empty(M)
-    g64 = np.empty(M)
-    v64 = np.empty(M)
-    k64 = np.empty(M)
-    ywin = np.empty(M)
-    mask = np.empty(M, dtype=np.bool_)
-    qbuf = np.empty(8)
-    pst = np.empty(2, dtype=np.int64)
-    pR = np.empty(2)
-    psp = np.empty(2)
-    ph = np.empty(2)
-    pr = np.empty(2)
+    b64, g64, v64, k64, ywin = w64[3], w64[4], w64[5], w64[6], w64[7]
+    qbuf = s64[:8]
+    pR = s64[8:10]
+    psp = s64[10:12]
+    ph = s64[12:14]
+    pr = s64[14:16]
+    lb = s64[16:]
     cst[5] = 0.5
     cst[6] = 1.0
     fcst[3] = 0.5
     fcst[4] = 1.0
     zero = cst[4]
-    lb = np.empty(Cd)
     prune = prune and rule == 1 and not safeguard
     # rounding margin of the bound test: the batched sums run in the dtype of Q
     rel = 1e-4 if Q.itemsize == 4 else 1e-10
@@ -1097,13 +1087,20 @@ def _assign_kernel(Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj,
             bool(prune), labels, slabels, Y, F, SP, status, pending)
 
     rows = np.arange(Q.shape[0], dtype=np.int64)
+    M, Cs, Cd = Q.shape[1], npos.shape[0], tpos.shape[0]
+
+    def scratch():   # per call (thread): the dtype of Q, float64 rows and scalars, mask, status
+        return (np.empty((5 + Cs, M), dtype=Q.dtype), np.empty(12, dtype=Q.dtype),
+                np.empty((8, M)), np.empty(16 + Cd), np.empty(M, dtype=np.bool_),
+                np.empty(2, dtype=np.int64))
     if not safeguard:
         # SI+ only; the generic version (safeguard) for the samples it leaves: same results
-        run_ranges(lambda start, stop: _assign_rows(start, stop, rows, *args), rows.shape[0],
-                   blocks_per_thread=8, nthreads=nthreads)
+        run_ranges(lambda start, stop: _assign_rows(start, stop, rows, *args, *scratch()),
+                   rows.shape[0], blocks_per_thread=8, nthreads=nthreads)
         rows = np.flatnonzero(pending).astype(np.int64)
     if rows.shape[0]:
-        run_ranges(lambda start, stop: _assign_rows(start, stop, rows, *args, generic=True),
+        run_ranges(lambda start, stop: _assign_rows(start, stop, rows, *args, *scratch(),
+                                                    generic=True),
                    rows.shape[0], blocks_per_thread=8, nthreads=nthreads)
 
 
