@@ -46,7 +46,7 @@ EPOCHS = (500, 200)
 CURVE_A, CURVE_B = 1.9328083973, 0.7904949732
 
 
-@njit(nogil=True, cache=CACHE)
+@njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def memberships(dist, n_iter=64):
     """The fuzzy memberships of neighbour lists sorted by distance (step 2).
 
@@ -111,7 +111,7 @@ def fuzzy_graph(nn, dist, n):
     return G
 
 
-@njit(nogil=True, cache=CACHE)
+@njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _xorshift(state):
     """One step of a 64-bit xorshift generator kept in ``state[0]``; a uniform int >= 0."""
     x = state[0]
@@ -122,7 +122,7 @@ def _xorshift(state):
     return x >> np.uint64(1)
 
 
-@njit(nogil=True, cache=CACHE)
+@njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def layout(Z, head, tail, epochs_per_sample, n_epochs, a, b, seed):
     """The layout's stochastic gradient descent (step 3), in place on ``Z`` (n, dim).
 
