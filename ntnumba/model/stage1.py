@@ -771,9 +771,36 @@ def _level(Vq, Vg, Vv, Gq, Gg, lam, qbuf):
 
 
 @internal_njit()
-def _settled(quad, ga, va, sig, lam, bound, h, r):
-    """(status, R, sP, h, r) of a support that did not change: INVALID unless v.a > 0 and
-    R < ``bound`` (a lower bound of the limit at zero)."""
+def _settle(ok, h, r, ch, quad, ga, va, sig, free, lam, b, g, v, ki, t2, m, fmask, fcst,
+            qbuf):
+    """(status, R, sP, h, r) of a candidate after its check pass: final if its support did
+    not change, else SI+ from S0 (scratch ``fmask``, ``fcst = (., ., 0, 1/2, 1)``, dtype of
+    ``b``)."""
+    if not ok:
+        return INVALID, np.inf, np.inf, 0.0, 0.0
+    bound = -0.5 * np.float64(free)   # a lower bound of the limit at zero
+    if ch != 0:
+        # SI+ by fused passes from (h, r) and the support S0 (the magnitudes follow from
+        # (h, r), :func:`_write_a`)
+        for j in range(b.shape[0]):
+            fmask[j] = m[j]
+        for _ in range(_MAX_SI):
+            lh = lam / h
+            fcst[0] = lh
+            fcst[1] = lh * r
+            (ch, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig,
+             dec) = _fused_pass(b, g, v, ki, t2, fcst, fmask)
+            if ch == 0:
+                # dec >= limit at zero - lam min(g/v): R < dec proves validity without a pass
+                bound = np.float64(dec)
+                break
+            ok, h, r = _level(np.float64(Vq), np.float64(Vg), np.float64(Vv), np.float64(Gq),
+                              np.float64(Gg), lam, qbuf)
+            if not ok:
+                return INVALID, np.inf, np.inf, 0.0, 0.0
+        if ch != 0:
+            return INVALID, np.inf, np.inf, 0.0, 0.0
+    # the support did not change: INVALID unless v.a > 0 and R < bound
     va = np.float64(va)
     if not va > 0.0:
         return INVALID, np.inf, np.inf, 0.0, 0.0
@@ -782,36 +809,6 @@ def _settled(quad, ga, va, sig, lam, bound, h, r):
     if not R < bound:
         return INVALID, np.inf, np.inf, 0.0, 0.0
     return OK, R, ga / va + np.float64(sig), h, r
-
-
-@internal_njit()
-def _settle(ok, h, r, ch, quad, ga, va, sig, free, lam, b, g, v, ki, t2, m, fmask, fcst,
-            qbuf):
-    """(status, R, sP, h, r) of a candidate after its check pass: final if its support did
-    not change, else SI+ from S0 (scratch ``fmask``, ``fcst = (., ., 0, 1/2, 1)``, dtype of
-    ``b``)."""
-    if not ok:
-        return INVALID, np.inf, np.inf, 0.0, 0.0
-    if ch == 0:
-        return _settled(quad, ga, va, sig, lam, -0.5 * np.float64(free), h, r)
-    # SI+ by fused passes from (h, r) and the support S0 (the magnitudes follow from (h, r),
-    # :func:`_write_a`)
-    for j in range(b.shape[0]):
-        fmask[j] = m[j]
-    for _ in range(_MAX_SI):
-        lh = lam / h
-        fcst[0] = lh
-        fcst[1] = lh * r
-        (ch, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig,
-         dec) = _fused_pass(b, g, v, ki, t2, fcst, fmask)
-        if ch == 0:
-            # dec >= limit at zero - lam min(g/v): R < dec proves validity without a pass
-            return _settled(quad, ga, va, sig, lam, np.float64(dec), h, r)
-        ok, h, r = _level(np.float64(Vq), np.float64(Vg), np.float64(Vv), np.float64(Gq),
-                          np.float64(Gg), lam, qbuf)
-        if not ok:
-            return INVALID, np.inf, np.inf, 0.0, 0.0
-    return INVALID, np.inf, np.inf, 0.0, 0.0
 
 
 @internal_njit()
