@@ -112,17 +112,6 @@ def fuzzy_graph(nn, dist, n):
 
 
 @njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
-def _xorshift(state):
-    """One step of a 64-bit xorshift generator kept in ``state[0]``; a uniform int >= 0."""
-    x = state[0]
-    x ^= (x << np.uint64(13))
-    x ^= (x >> np.uint64(7))
-    x ^= (x << np.uint64(17))
-    state[0] = x
-    return x >> np.uint64(1)
-
-
-@njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def layout(Z, head, tail, epochs_per_sample, n_epochs, a, b, seed):
     """The layout's stochastic gradient descent (step 3), in place on ``Z`` (n, dim).
 
@@ -134,7 +123,8 @@ def layout(Z, head, tail, epochs_per_sample, n_epochs, a, b, seed):
     only.
     """
     n, dim = Z.shape
-    state = np.array([np.uint64(seed) * np.uint64(2654435761) + np.uint64(88172645463325252)])
+    # a 64-bit xorshift generator (its state x): each step gives the uniform int x >> 1
+    x = np.uint64(seed) * np.uint64(2654435761) + np.uint64(88172645463325252)
     E = head.shape[0]
     per_negative = epochs_per_sample / NEGATIVE_RATE
     next_sample = epochs_per_sample.copy()
@@ -160,7 +150,10 @@ def layout(Z, head, tail, epochs_per_sample, n_epochs, a, b, seed):
             next_sample[e] += epochs_per_sample[e]
             n_neg = int((epoch - next_negative[e]) / per_negative[e])
             for _ in range(n_neg):
-                k = int(_xorshift(state) % np.uint64(n))
+                x ^= (x << np.uint64(13))
+                x ^= (x >> np.uint64(7))
+                x ^= (x << np.uint64(17))
+                k = int((x >> np.uint64(1)) % np.uint64(n))
                 if k == j:
                     continue
                 d2 = 0.0
