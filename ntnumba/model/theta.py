@@ -256,23 +256,6 @@ def rows_kernels(n_rows, M):
     return _rho_rows, _rho_rows2, _weighted_signed_colsum
 
 
-@internal_njit()
-def _tau_value(t, c, P, BP, BM, KD, tau, nu, lam_e):
-    """T_c(t) without its constant: sum_j (-P t + KD t^2/2 + BP t+ + BM t-) + lam_e f_c(t)."""
-    val = 0.0
-    for j in range(t.shape[0]):
-        tj = t[j]
-        val += tj * (0.5 * KD[c, j] * tj - P[c, j])
-        if tj > 0.0:
-            val += BP[c, j] * tj
-        elif tj < 0.0:
-            val -= BM[c, j] * tj
-    if lam_e > 0.0:
-        pr, c1, c2 = _prior_eval(t, tau, nu, c, np.int64(-1))  # int64: see _prior_terms
-        val += lam_e * pr
-    return val
-
-
 @njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, out, Told, Tnew,
                 choice, todo, ws, mask, qbuf, generic=None):
@@ -318,12 +301,10 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
             else:
                 s[j] = -1.0
                 b[j] = -P[c, j] - BM[c, j]
-        best = _tau_value(tau[c], c, P, BP, BM, KD, tau, nu, lam_e)
-        Told[c] = best
+        best = np.inf
         ch = TAU_KEPT
-        for j in range(M):
-            out[c, j] = tau[c, j]
-        for step in range(3):
+        # step -1: T_c of the old tau; then the candidates in cand
+        for step in range(-1, 3):
             code = TAU_DATA
             if step > 0 and not (lam_e > 0.0 and Cd > 1):
                 break
@@ -370,8 +351,25 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
                         break
                 if abandon or code < 0:
                     break
-            val = _tau_value(cand, c, P, BP, BM, KD, tau, nu, lam_e)
-            if val < best:
+            # T_c(t) without its constant: sum_j (-P t + KD t^2/2 + BP t+ + BM t-) + lam_e f_c(t)
+            t = tau[c] if step < 0 else cand
+            val = 0.0
+            for j in range(M):
+                tj = t[j]
+                val += tj * (0.5 * KD[c, j] * tj - P[c, j])
+                if tj > 0.0:
+                    val += BP[c, j] * tj
+                elif tj < 0.0:
+                    val -= BM[c, j] * tj
+            if lam_e > 0.0:
+                pr, pc1, pc2 = _prior_eval(t, tau, nu, c, np.int64(-1))  # int64: see _prior_terms
+                val += lam_e * pr
+            if step < 0:
+                best = val
+                Told[c] = best
+                for j in range(M):
+                    out[c, j] = tau[c, j]
+            elif val < best:
                 best = val
                 ch = code
                 for j in range(M):
