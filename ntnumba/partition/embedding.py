@@ -55,7 +55,7 @@ def memberships(dist, n_iter=64):
     ``sigma`` found by bisection so that the row sums to ``log2(k)`` (1 at ``rho``).
     """
     n, k = dist.shape
-    out = np.zeros((n, k))
+    out = np.empty((n, k))   # zero where d is not finite (no np.zeros: 3 compilations)
     target = np.log2(k)
     for i in range(n):
         rho = 0.0
@@ -80,8 +80,7 @@ def memberships(dist, n_iter=64):
                 sigma = sigma * 2.0 if hi == np.inf else (lo + hi) / 2.0
         for t in range(k):
             d = dist[i, t] - rho
-            if np.isfinite(d):
-                out[i, t] = np.exp(-d / sigma) if d > 0.0 else 1.0
+            out[i, t] = (np.exp(-d / sigma) if d > 0.0 else 1.0) if np.isfinite(d) else 0.0
     return out
 
 
@@ -148,12 +147,13 @@ def layout(Z, head, tail, epochs_per_sample, n_epochs, a, b, seed):
                 Z[j, c] += step
                 Z[k, c] -= step
             next_sample[e] += epochs_per_sample[e]
-            n_neg = int((epoch - next_negative[e]) / per_negative[e])
+            # np.int64, not int(): numba compiles int() as two more implementations
+            n_neg = np.int64((epoch - next_negative[e]) / per_negative[e])
             for _ in range(n_neg):
                 x ^= (x << np.uint64(13))
                 x ^= (x >> np.uint64(7))
                 x ^= (x << np.uint64(17))
-                k = int((x >> np.uint64(1)) % np.uint64(n))
+                k = np.int64((x >> np.uint64(1)) % np.uint64(n))
                 if k == j:
                     continue
                 d2 = 0.0
