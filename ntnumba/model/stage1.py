@@ -771,9 +771,36 @@ def _level(Vq, Vg, Vv, Gq, Gg, lam, qbuf):
 
 
 @internal_njit()
-def _settled(quad, ga, va, sig, lam, bound, h, r):
-    """(status, R, sP, h, r) of a support that did not change: INVALID unless v.a > 0 and
-    R < ``bound`` (a lower bound of the limit at zero)."""
+def _settle(ok, h, r, ch, quad, ga, va, sig, free, lam, b, g, v, ki, t2, m, fmask, fcst,
+            qbuf):
+    """(status, R, sP, h, r) of a candidate after its check pass: final if its support did
+    not change, else SI+ from S0 (scratch ``fmask``, ``fcst = (., ., 0, 1/2, 1)``, dtype of
+    ``b``)."""
+    if not ok:
+        return INVALID, np.inf, np.inf, 0.0, 0.0
+    bound = -0.5 * np.float64(free)   # a lower bound of the limit at zero
+    if ch != 0:
+        # SI+ by fused passes from (h, r) and the support S0 (the magnitudes follow from
+        # (h, r), :func:`_write_a`)
+        for j in range(b.shape[0]):
+            fmask[j] = m[j]
+        for _ in range(_MAX_SI):
+            lh = lam / h
+            fcst[0] = lh
+            fcst[1] = lh * r
+            (ch, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig,
+             dec) = _fused_pass(b, g, v, ki, t2, fcst, fmask)
+            if ch == 0:
+                # dec >= limit at zero - lam min(g/v): R < dec proves validity without a pass
+                bound = np.float64(dec)
+                break
+            ok, h, r = _level(np.float64(Vq), np.float64(Vg), np.float64(Vv), np.float64(Gq),
+                              np.float64(Gg), lam, qbuf)
+            if not ok:
+                return INVALID, np.inf, np.inf, 0.0, 0.0
+        if ch != 0:
+            return INVALID, np.inf, np.inf, 0.0, 0.0
+    # the support did not change: INVALID unless v.a > 0 and R < bound
     va = np.float64(va)
     if not va > 0.0:
         return INVALID, np.inf, np.inf, 0.0, 0.0
@@ -782,36 +809,6 @@ def _settled(quad, ga, va, sig, lam, bound, h, r):
     if not R < bound:
         return INVALID, np.inf, np.inf, 0.0, 0.0
     return OK, R, ga / va + np.float64(sig), h, r
-
-
-@internal_njit()
-def _settle(ok, h, r, ch, quad, ga, va, sig, free, lam, b, g, v, ki, t2, m, fmask, fcst,
-            qbuf):
-    """(status, R, sP, h, r) of a candidate after its check pass: final if its support did
-    not change, else SI+ from S0 (scratch ``fmask``, ``fcst = (., ., 0, 1/2, 1)``, dtype of
-    ``b``)."""
-    if not ok:
-        return INVALID, np.inf, np.inf, 0.0, 0.0
-    if ch == 0:
-        return _settled(quad, ga, va, sig, lam, -0.5 * np.float64(free), h, r)
-    # SI+ by fused passes from (h, r) and the support S0 (the magnitudes follow from (h, r),
-    # :func:`_write_a`)
-    for j in range(b.shape[0]):
-        fmask[j] = m[j]
-    for _ in range(_MAX_SI):
-        lh = lam / h
-        fcst[0] = lh
-        fcst[1] = lh * r
-        (ch, Vq, Vg, Vv, Gq, Gg, quad, ga, va, sig,
-         dec) = _fused_pass(b, g, v, ki, t2, fcst, fmask)
-        if ch == 0:
-            # dec >= limit at zero - lam min(g/v): R < dec proves validity without a pass
-            return _settled(quad, ga, va, sig, lam, np.float64(dec), h, r)
-        ok, h, r = _level(np.float64(Vq), np.float64(Vg), np.float64(Vv), np.float64(Gq),
-                          np.float64(Gg), lam, qbuf)
-        if not ok:
-            return INVALID, np.inf, np.inf, 0.0, 0.0
-    return INVALID, np.inf, np.inf, 0.0, 0.0
 
 
 @internal_njit()
@@ -846,7 +843,7 @@ def _bound_sum(w, ki, zero):
 @njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1,
                  adj, rule, safeguard, prune, labels, slabels, Y, F, SP, status, pending,
-                 generic=None):
+                 wd, wc, w64, s64, mask, pst, generic=None):
     """Samples ``rows[start:stop]`` of :func:`_assign_kernel`, serial, without the GIL.
 
     Without ``generic`` a sample with a candidate the fused passes do not settle (rare) is
@@ -854,43 +851,33 @@ def _assign_rows(start, stop, rows, Q, tpos, tneg, tsq, kmat, kimat, npos, nneg,
     numba prunes on the type of ``generic``: :func:`solve_ratio` compiled only when needed).
     ``prune`` (rule 1): the bound of docs/algorithm.md, section "Assignment"; smallest bound
     first, then only the candidates that can win; ties go to the first in the usual order.
+    Scratch from the caller (:func:`_assign_kernel`: no allocation compiled here).
     """
     M = Q.shape[1]
     Cd = tpos.shape[0]
     Cs = npos.shape[0]
-    dt = Q.dtype
-    b = np.empty(M, dtype=dt)
-    w = np.empty(M, dtype=dt)
-    m = np.empty(M, dtype=dt)
-    g = np.empty(M, dtype=dt)
-    V = np.empty((Cs, M), dtype=dt)
-    cst = np.empty(7, dtype=dt)   # zeros: np.zeros is three more compilations
-    fcst = np.empty(5, dtype=dt)
+    b, w, m, g, fmask = wd[0], wd[1], wd[2], wd[3], wd[4]
+    V = wd[5:]
+    cst = wc[:7]
+    fcst = wc[7:]
     for j in range(5):
         cst[j] = 0.0
         fcst[j] = 0.0
-    fmask = np.empty(M, dtype=dt)
-    a = np.empty(M)
-    work = np.empty((2, M))
+    a = w64[0]
+    work = w64[1:3]
     # float64 inputs of the generic solver (rare path): one compiled solve_ratio for both dtypes
-    b64 = np.empty(M)
-    g64 = np.empty(M)
-    v64 = np.empty(M)
-    k64 = np.empty(M)
-    ywin = np.empty(M)
-    mask = np.empty(M, dtype=np.bool_)
-    qbuf = np.empty(8)
-    pst = np.empty(2, dtype=np.int64)
-    pR = np.empty(2)
-    psp = np.empty(2)
-    ph = np.empty(2)
-    pr = np.empty(2)
+    b64, g64, v64, k64, ywin = w64[3], w64[4], w64[5], w64[6], w64[7]
+    qbuf = s64[:8]
+    pR = s64[8:10]
+    psp = s64[10:12]
+    ph = s64[12:14]
+    pr = s64[14:16]
+    lb = s64[16:]
     cst[5] = 0.5
     cst[6] = 1.0
     fcst[3] = 0.5
     fcst[4] = 1.0
     zero = cst[4]
-    lb = np.empty(Cd)
     prune = prune and rule == 1 and not safeguard
     # rounding margin of the bound test: the batched sums run in the dtype of Q
     rel = 1e-4 if Q.itemsize == 4 else 1e-10
@@ -1097,13 +1084,20 @@ def _assign_kernel(Q, tpos, tneg, tsq, kmat, kimat, npos, nneg, lam0, lam1, adj,
             bool(prune), labels, slabels, Y, F, SP, status, pending)
 
     rows = np.arange(Q.shape[0], dtype=np.int64)
+    M, Cs, Cd = Q.shape[1], npos.shape[0], tpos.shape[0]
+
+    def scratch():   # per call (thread): the dtype of Q, float64 rows and scalars, mask, status
+        return (np.empty((5 + Cs, M), dtype=Q.dtype), np.empty(12, dtype=Q.dtype),
+                np.empty((8, M)), np.empty(16 + Cd), np.empty(M, dtype=np.bool_),
+                np.empty(2, dtype=np.int64))
     if not safeguard:
         # SI+ only; the generic version (safeguard) for the samples it leaves: same results
-        run_ranges(lambda start, stop: _assign_rows(start, stop, rows, *args), rows.shape[0],
-                   blocks_per_thread=8, nthreads=nthreads)
+        run_ranges(lambda start, stop: _assign_rows(start, stop, rows, *args, *scratch()),
+                   rows.shape[0], blocks_per_thread=8, nthreads=nthreads)
         rows = np.flatnonzero(pending).astype(np.int64)
     if rows.shape[0]:
-        run_ranges(lambda start, stop: _assign_rows(start, stop, rows, *args, generic=True),
+        run_ranges(lambda start, stop: _assign_rows(start, stop, rows, *args, *scratch(),
+                                                    generic=True),
                    rows.shape[0], blocks_per_thread=8, nthreads=nthreads)
 
 

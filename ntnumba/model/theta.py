@@ -143,10 +143,10 @@ def _group_sums(start, stop, Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
         j0 = (t % nb) * _BS
         j1 = j0 + _BS if j0 + _BS < M else M
         L = j1 - j0
-        s_q = np.empty(L)  # zeros: np.zeros is three more compilations
-        s_p = np.empty(L)
-        s_m = np.empty(L)
-        s_y = np.empty(L)
+        s_q = sq[g, j0:j1]  # the sums in place: no allocation compiled here
+        s_p = bp[g, j0:j1]
+        s_m = bm[g, j0:j1]
+        s_y = yy[g, j0:j1]
         for jj in range(L):
             s_q[jj] = 0.0
             s_p[jj] = 0.0
@@ -168,11 +168,6 @@ def _group_sums(start, stop, Q, Y, w, order, offsets, sq, qq, bp, bm, yy):
             for jj in range(L):  # loads only (see _FMR)
                 qv = np.float64(Q[i, j0 + jj])
                 s_qq += qv * qv
-        for jj in range(L):
-            sq[g, j0 + jj] = s_q[jj]
-            bp[g, j0 + jj] = s_p[jj]
-            bm[g, j0 + jj] = s_m[jj]
-            yy[g, j0 + jj] = s_y[jj]
         qq[g, t % nb] = s_qq
 
 
@@ -214,8 +209,8 @@ def _colsum_blocks(Y, rows, w, pos, neg, t0, t1):
         j0 = t * _BS
         j1 = j0 + _BS if j0 + _BS < M else M
         L = j1 - j0
-        s_p = np.empty(L)
-        s_m = np.empty(L)
+        s_p = pos[j0:j1]  # the sums in place: no allocation compiled here
+        s_m = neg[j0:j1]
         for jj in range(L):
             s_p[jj] = 0.0
             s_m[jj] = 0.0
@@ -230,9 +225,6 @@ def _colsum_blocks(Y, rows, w, pos, neg, t0, t1):
                     s_p[jj] += wr * yv
                 else:
                     s_m[jj] -= wr * yv
-        for jj in range(L):
-            pos[j0 + jj] = s_p[jj]
-            neg[j0 + jj] = s_m[jj]
 
 
 def _weighted_signed_colsum_s(Y, rows, w, pos, neg):
@@ -264,26 +256,9 @@ def rows_kernels(n_rows, M):
     return _rho_rows, _rho_rows2, _weighted_signed_colsum
 
 
-@internal_njit()
-def _tau_value(t, c, P, BP, BM, KD, tau, nu, lam_e):
-    """T_c(t) without its constant: sum_j (-P t + KD t^2/2 + BP t+ + BM t-) + lam_e f_c(t)."""
-    val = 0.0
-    for j in range(t.shape[0]):
-        tj = t[j]
-        val += tj * (0.5 * KD[c, j] * tj - P[c, j])
-        if tj > 0.0:
-            val += BP[c, j] * tj
-        elif tj < 0.0:
-            val -= BM[c, j] * tj
-    if lam_e > 0.0:
-        pr, c1, c2 = _prior_eval(t, tau, nu, c, np.int64(-1))  # int64: see _prior_terms
-        val += lam_e * pr
-    return val
-
-
 @njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, out, Told, Tnew,
-                choice, todo, generic=None):
+                choice, todo, ws, mask, qbuf, generic=None):
     """tau_c for ``c`` in ``start:stop`` with ``todo[c]``; iteration c writes only row/entry c.
 
     Candidates (docs/algorithm.md, "tau: the prior through the same quartic"): the data terms'
@@ -293,19 +268,12 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
     left (``choice[c] = TAU_PENDING``) for the ``generic=True`` version (same outputs; numba
     prunes on the type of ``generic``). Serial, one function on Python threads: a ``prange``
     re-optimised ``solve_ratio`` (+3.3 s of JIT), and so does every extra compiled caller.
+    Scratch from the caller (:func:`_tau_scratch`: no allocation compiled here).
     """
     Cd, M = P.shape
     Cs = nu.shape[0]
-    s = np.empty(M)
-    b = np.empty(M)
-    kk = np.empty(M)
-    g = np.empty(M)
-    v = np.empty(M)
-    a = np.empty(M)
-    cand = np.empty(M)
-    work = np.empty((2, M))
-    mask = np.empty(M, dtype=np.bool_)
-    qbuf = np.empty(8)
+    s, b, kk, g, v, a, cand = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6]
+    work = ws[7:9]
     for c in range(start, stop):
         if not todo[c]:
             continue
@@ -333,12 +301,10 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
             else:
                 s[j] = -1.0
                 b[j] = -P[c, j] - BM[c, j]
-        best = _tau_value(tau[c], c, P, BP, BM, KD, tau, nu, lam_e)
-        Told[c] = best
+        best = np.inf
         ch = TAU_KEPT
-        for j in range(M):
-            out[c, j] = tau[c, j]
-        for step in range(3):
+        # step -1: T_c of the old tau; then the candidates in cand
+        for step in range(-1, 3):
             code = TAU_DATA
             if step > 0 and not (lam_e > 0.0 and Cd > 1):
                 break
@@ -385,8 +351,25 @@ def _tau_kernel(start, stop, P, BP, BM, KD, tau, nu, lam_e, active, safeguard, o
                         break
                 if abandon or code < 0:
                     break
-            val = _tau_value(cand, c, P, BP, BM, KD, tau, nu, lam_e)
-            if val < best:
+            # T_c(t) without its constant: sum_j (-P t + KD t^2/2 + BP t+ + BM t-) + lam_e f_c(t)
+            t = tau[c] if step < 0 else cand
+            val = 0.0
+            for j in range(M):
+                tj = t[j]
+                val += tj * (0.5 * KD[c, j] * tj - P[c, j])
+                if tj > 0.0:
+                    val += BP[c, j] * tj
+                elif tj < 0.0:
+                    val -= BM[c, j] * tj
+            if lam_e > 0.0:
+                pr, pc1, pc2 = _prior_eval(t, tau, nu, c, np.int64(-1))  # int64: see _prior_terms
+                val += lam_e * pr
+            if step < 0:
+                best = val
+                Told[c] = best
+                for j in range(M):
+                    out[c, j] = tau[c, j]
+            elif val < best:
                 best = val
                 ch = code
                 for j in range(M):
@@ -747,6 +730,11 @@ def _next_unused(order, used):
     return int(order[len(used) % len(order)])
 
 
+def _tau_scratch(M):
+    """Scratch of one :func:`_tau_kernel` call: 9 rows of M, the mask, the quartic's buffer."""
+    return np.empty((9, M)), np.empty(M, dtype=np.bool_), np.empty(8)
+
+
 def _update_taus(stats, tau, nu, lambda0, lambda_a, lambda_e, safeguard=False):
     """The tau block from the statistics. Returns (tau_new, Told, Tnew, choice, const)."""
     N = stats["count"]
@@ -757,7 +745,7 @@ def _update_taus(stats, tau, nu, lambda0, lambda_a, lambda_e, safeguard=False):
     nn = np.einsum("ij,ij->i", nu, nu)
     const = 0.5 * lambda_a * (stats["sum_qq"].sum(axis=1)
                               - 2.0 * np.einsum("abm,bm->a", stats["sum_q"], nu) + N @ nn)
-    Cd = tau.shape[0]
+    Cd, M = tau.shape
     out = np.empty_like(tau)
     Told = np.empty(Cd)
     Tnew = np.empty(Cd)
@@ -767,11 +755,12 @@ def _update_taus(stats, tau, nu, lambda0, lambda_a, lambda_e, safeguard=False):
             bool(safeguard), out, Told, Tnew, choice, todo)
     if not safeguard:
         # SI+ only; the generic version (safeguard) for the clusters it leaves: same results
-        run_blocks(lambda start, stop: _tau_kernel(start, stop, *args), list(range(Cd + 1)),
-                   get_num_threads())
+        run_blocks(lambda start, stop: _tau_kernel(start, stop, *args, *_tau_scratch(M)),
+                   list(range(Cd + 1)), get_num_threads())
         todo[:] = choice == TAU_PENDING
     if todo.any():
-        run_blocks(lambda start, stop: _tau_kernel(start, stop, *args, generic=True),
+        run_blocks(lambda start, stop: _tau_kernel(start, stop, *args, *_tau_scratch(M),
+                                                   generic=True),
                    list(range(Cd + 1)), get_num_threads())
     return out, Told + const, Tnew + const, choice
 

@@ -46,7 +46,7 @@ EPOCHS = (500, 200)
 CURVE_A, CURVE_B = 1.9328083973, 0.7904949732
 
 
-@njit(nogil=True, cache=CACHE)
+@njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def memberships(dist, n_iter=64):
     """The fuzzy memberships of neighbour lists sorted by distance (step 2).
 
@@ -55,7 +55,7 @@ def memberships(dist, n_iter=64):
     ``sigma`` found by bisection so that the row sums to ``log2(k)`` (1 at ``rho``).
     """
     n, k = dist.shape
-    out = np.zeros((n, k))
+    out = np.empty((n, k))   # zero where d is not finite (no np.zeros: 3 compilations)
     target = np.log2(k)
     for i in range(n):
         rho = 0.0
@@ -80,8 +80,7 @@ def memberships(dist, n_iter=64):
                 sigma = sigma * 2.0 if hi == np.inf else (lo + hi) / 2.0
         for t in range(k):
             d = dist[i, t] - rho
-            if np.isfinite(d):
-                out[i, t] = np.exp(-d / sigma) if d > 0.0 else 1.0
+            out[i, t] = (np.exp(-d / sigma) if d > 0.0 else 1.0) if np.isfinite(d) else 0.0
     return out
 
 
@@ -111,18 +110,7 @@ def fuzzy_graph(nn, dist, n):
     return G
 
 
-@njit(nogil=True, cache=CACHE)
-def _xorshift(state):
-    """One step of a 64-bit xorshift generator kept in ``state[0]``; a uniform int >= 0."""
-    x = state[0]
-    x ^= (x << np.uint64(13))
-    x ^= (x >> np.uint64(7))
-    x ^= (x << np.uint64(17))
-    state[0] = x
-    return x >> np.uint64(1)
-
-
-@njit(nogil=True, cache=CACHE)
+@njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
 def layout(Z, head, tail, epochs_per_sample, n_epochs, a, b, seed):
     """The layout's stochastic gradient descent (step 3), in place on ``Z`` (n, dim).
 
@@ -134,7 +122,8 @@ def layout(Z, head, tail, epochs_per_sample, n_epochs, a, b, seed):
     only.
     """
     n, dim = Z.shape
-    state = np.array([np.uint64(seed) * np.uint64(2654435761) + np.uint64(88172645463325252)])
+    # a 64-bit xorshift generator (its state x): each step gives the uniform int x >> 1
+    x = np.uint64(seed) * np.uint64(2654435761) + np.uint64(88172645463325252)
     E = head.shape[0]
     per_negative = epochs_per_sample / NEGATIVE_RATE
     next_sample = epochs_per_sample.copy()
@@ -158,9 +147,13 @@ def layout(Z, head, tail, epochs_per_sample, n_epochs, a, b, seed):
                 Z[j, c] += step
                 Z[k, c] -= step
             next_sample[e] += epochs_per_sample[e]
-            n_neg = int((epoch - next_negative[e]) / per_negative[e])
+            # np.int64, not int(): numba compiles int() as two more implementations
+            n_neg = np.int64((epoch - next_negative[e]) / per_negative[e])
             for _ in range(n_neg):
-                k = int(_xorshift(state) % np.uint64(n))
+                x ^= (x << np.uint64(13))
+                x ^= (x >> np.uint64(7))
+                x ^= (x << np.uint64(17))
+                k = np.int64((x >> np.uint64(1)) % np.uint64(n))
                 if k == j:
                     continue
                 d2 = 0.0
