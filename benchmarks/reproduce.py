@@ -373,8 +373,8 @@ def write_markdown(res, path, plots):
     a("## Time and the linear map (the paper's Table 1)")
     a("")
     a("| data set | fit time, s | of which first iteration incl. graph initialisation, s | "
-      "s / further iteration | iterations | kappa(A) on its subspace | mu(A) | r chosen | paper: kappa, mu, "
-      "s/iter |")
+      "s / further iteration | iterations | kappa(A) on its subspace | mu(A) | r chosen | "
+      "paper: kappa, mu, s/iter |")
     a("|---|---|---|---|---|---|---|---|---|")
     for d in ds:
         r = res["datasets"][d]["default"]
