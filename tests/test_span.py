@@ -44,6 +44,41 @@ def test_row_span_basis():
     assert row_span(np.zeros((3, 4))).rank == 0
 
 
+def _svd_span(X):
+    """Reference: numpy's SVD of X, its rank tolerance max(n, N) eps s_max."""
+    _, s, Wt = np.linalg.svd(X, full_matrices=False)
+    return Wt[s > max(X.shape) * np.finfo(float).eps * s[0]].T
+
+
+def _near(X, i, j, eps):  # row i: row j plus eps times noise (s_r ~ eps: the SVD keeps it)
+    X = X.copy()
+    X[i] = X[j] + eps * np.random.default_rng(9).standard_normal(X.shape[1])
+    return X
+
+
+@pytest.mark.parametrize("how, same", [
+    ("random", False), ("duplicate", False), ("centred", False), ("huge", False), ("3", False),
+    ("near-duplicate", True), ("graded", True), ("common", True), ("truncated", True)])
+def test_unordered_row_span_is_the_svd_span(how, same):
+    # ordered=False: the rows' span (pivoted Cholesky + CholeskyQR2) with the SVD's rank, or the
+    # SVD itself (same=True) where the rank is not clear-cut or a truncation needs its order
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((30, 70))
+    X = {"random": X, "duplicate": _problem(30, 70, 1, 0, duplicate=True)[0],
+         "centred": X - X.mean(0), "huge": 1e140 * X, "near-duplicate": _near(X, 4, 7, 1e-9),
+         "graded": np.logspace(0, -9, 30)[:, None] * X,
+         "3": np.linalg.qr(X[:, :30])[0] * np.logspace(0, -3.5, 30) @ X, "common": 1.0 + 3e-5 * X,
+         "truncated": X}[how]
+    max_rank = 12 if how == "truncated" else None
+    sp, ref = row_span(X, max_rank, ordered=False), row_span(X, max_rank)
+    W = _svd_span(X / 1e140 if how == "huge" else X)[:, :max_rank]
+    assert sp.rank == W.shape[1] and np.array_equal(sp.basis, ref.basis) == same
+    np.testing.assert_allclose(sp.basis.T @ sp.basis, np.eye(sp.rank), atol=1e-14)
+    np.testing.assert_allclose(sp.basis @ sp.basis.T, W @ W.T, atol=1e-12)
+    Xp = X @ sp.basis
+    np.testing.assert_allclose(sp.gram, Xp.T @ Xp, rtol=1e-12, atol=1e-12 * np.abs(Xp).max() ** 2)
+
+
 def test_orthogonal_singular_value_minimises_the_prior():
     for lam in (LAMS, PAPER, dict(lambda2=1.0, lambda3=1.0, lambda4=0.0)):
         s0 = orthogonal_singular_value(**lam)
@@ -243,7 +278,7 @@ def test_fit_with_fewer_rows_than_features_works_in_the_span(kw, monkeypatch):
     est = dict(n_components=64, max_iter=3, random_state=0, **kw)
     ref = NTClustering(3, **est)
     with monkeypatch.context() as m:
-        m.setattr(loop, "gram", lambda src: src.map(passes.pass_gram, combine=passes.add))
+        m.setattr(loop, "gram", lambda src, p=None: src.map(passes.pass_gram, combine=passes.add))
         ref.fit(X)
 
     def no_gram(*a, **k):

@@ -48,13 +48,13 @@ def test_compilation_announced_once_and_timed_apart(capsys, monkeypatch):
     time in the total and not in the phase."""
     gram = loop.gram
 
-    def compiling_gram(src):
+    def compiling_gram(src, p=None):
         with numba_event.trigger_event("numba:compile", data={}):
             with numba_event.trigger_event("numba:compile", data={}):
                 time.sleep(0.3)
         with numba_event.trigger_event("numba:compile", data={}):
             time.sleep(0.3)
-        return gram(src)
+        return gram(src, p)
     monkeypatch.setattr(loop, "gram", compiling_gram)
     X, _ = _blobs()
     NTClustering(3, n_components=24, random_state=0, verbose=1, assign="objective",

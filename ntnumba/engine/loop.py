@@ -343,11 +343,11 @@ def model_span(ctx, p, U=None):
     return ctx.subspace
 
 
-def gram(src):
+def gram(src, p=None):
     """``X^T X`` of the source (float64, symmetric); with fewer rows than features the span of
-    the rows (:class:`RowSpan`), in which Stage 3 then works."""
+    the rows (:class:`RowSpan`; any basis when :func:`model_span` takes it whole)."""
     if src.n < src.N:
-        return row_span(src.take())
+        return row_span(src.take(), ordered=p is None or src.n > p.n_components)
     G = src.map(P.pass_gram, combine=P.add)
     return 0.5 * (G + G.T)
 
@@ -525,7 +525,7 @@ def run(ctx, state, p, rng, *, verbose=0, callback=None, stream=None):
     """
     if not isinstance(ctx, Context):
         src = MemoryBlocks(ctx)
-        ctx = Context(src, gram=gram(src) if p.learn_transform else None)
+        ctx = Context(src, gram=gram(src, p) if p.learn_transform else None)
         if p.rule == "graph":
             state, ctx.ref_X = state.copy(), src.X
             _set_graph(ctx, state, p, rng)
@@ -663,7 +663,7 @@ def fit(src, p, *, seeds, seed, warm=None, verbose=0, callback=None):
     restart's initialisation (the last complete iterate)."""
     say = src.report = _report(verbose)   # the source's passes show progress bars
     with say.phase("feature statistics (X^T X)" if p.learn_transform else None):
-        G = gram(src) if p.learn_transform else None
+        G = gram(src, p) if p.learn_transform else None
     if warm is not None:
         state, rng = warm[0].copy(), warm[1]
         ctx = Context(src, gram=G, seed=seed)
@@ -719,7 +719,7 @@ def partial(src, state, rng, p, stream, forget, seed, *, verbose=0):
     FittedModel, new stream)``;
     nothing is changed when it raises (an interrupt included).
     """
-    ctx = Context(src, gram=gram(src) if p.learn_transform else None, forget=forget,
+    ctx = Context(src, gram=gram(src, p) if p.learn_transform else None, forget=forget,
                   theta_sums=stream["theta"], transform_sums=stream["transform"], seed=seed)
     say = _report(verbose)
     state = initialise(src.X, p, rng, verbose=say) if state is None else state.copy()

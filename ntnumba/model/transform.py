@@ -21,6 +21,7 @@ from numba import get_num_threads
 from scipy.linalg import qr as scipy_qr
 from scipy.linalg import solve_triangular
 from scipy.linalg.lapack import dorgqr as _dorgqr
+from scipy.linalg.lapack import dpstrf as _dpstrf
 from sklearn.utils import check_random_state
 
 from ..core.linalg import svd as _svd  # gesdd, gesvd where gesdd does not converge
@@ -677,19 +678,20 @@ def _many_weak(s, N):
     return np.count_nonzero(~(s > _BAND * s_max)) > max(_QR_MIN_WEAK, _QR_WEAK_SHARE * N)
 
 
-def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, route="auto",
+def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, route="gram",
                  info=None, factored=False, anchor=None):
     """Exact step: argmin_A c/2||A||^2 - <B, A> + R(A), through the N x N eigenproblem of B^T B.
 
     ``gram``: per-direction curvature ``c_i = v_i^T gram v_i`` instead of ``c`` (the
     approximate closed form). Returns ``A`` (M x N, float64), with ``return_sv`` also ``s'``
     (its singular values, any order: :func:`stage3_regulariser_sv`). ``route``: "qr" directly,
-    or the QR route when there are many weak directions, decided from the eigenvalues of
-    ``B^T B`` ("auto"), after the Gram route's ``eigh`` ("gram") or from the QR route's
-    singular values ("qr_first"); ``info["route"]`` gets the route taken. ``anchor``: the
+    or the QR route when there are many weak directions, decided after the Gram route's
+    ``eigh`` ("gram", also "auto") or from the QR route's singular values ("qr_first");
+    ``info["route"]`` gets the route taken. ``anchor``: the
     completion of the null space of ``B`` (:func:`_anchored_null`; unused without one).
     """
     M, N = B.shape
+    info = {} if info is None else info
 
     def curvature(Vx, full=False):
         if gram is None:
@@ -701,42 +703,22 @@ def _closed_form(B, c, lambda2, lambda3, lambda4, gram=None, return_sv=False, ro
     if route in ("qr", "qr_first"):
         factors = _qr_factors(B)
         if route == "qr" or _many_weak(factors[3], N):
-            if info is not None:
-                info["route"] = "qr"
+            info["route"] = "qr"
             return _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv,
                                    factored, anchor, factors)
-        factors = None  # few weak directions: the Gram route after all
-        route = "gram"
-    S = B.T @ B
-    if route == "auto":
-        # the eigenvalues first (a third of the cost): the QR route needs no eigenvectors
-        with _serial_lapack():
-            w = np.linalg.eigvalsh(S)
-        if _many_weak(np.sqrt(np.maximum(w[::-1], 0.0)), N):
-            if info is not None:
-                info["route"] = "qr"
-            return _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv,
-                                   factored, anchor)
     with _serial_lapack():
-        w, V = np.linalg.eigh(S)
-    S = None
+        w, V = np.linalg.eigh(B.T @ B)
     w, V = w[::-1], V[:, ::-1]  # descending
     s = np.sqrt(np.maximum(w, 0.0))
     s_max = s[0] if N else 0.0
     strong = s > _BAND * s_max if s_max > 0 else np.zeros(N, dtype=bool)
     weak = ~strong
-    if info is not None:
-        info["route"] = "gram"
-    if _many_weak(s, N):
-        if info is not None:
-            info["route"] = "qr"
-        # many weak directions (image data): the QR route, accurate and cheaper here
+    info["route"] = "qr" if _many_weak(s, N) else "gram"
+    if info["route"] == "qr":  # many weak directions (image data): accurate and cheaper
         return _closed_form_qr(B, lambda2, lambda3, lambda4, curvature, return_sv, factored,
                                anchor)
 
-    A = None
-    sv = np.zeros(0)
-    U_s = np.zeros((M, 0))
+    A, sv, U_s = None, np.zeros(0), np.zeros((M, 0))
     if np.any(strong):
         Vs, ss = V[:, strong], s[strong]
         sp = transform_singular_values(ss, curvature(Vs), lambda2, lambda3, lambda4)
@@ -866,11 +848,7 @@ def _mm(stats, A_start, lambda2, lambda3, lambda4, n_steps, tol, init, accelerat
     if AG is None:  # the current A won and its A G was not kept
         AG = _matmul(A, G)
 
-    if ws.get("G") is G and "c" in ws:
-        c = ws["c"]
-    else:
-        c = _lambda_max(G)
-    ws["c"] = c
+    c = ws["c"] = ws["c"] if ws.get("G") is G and "c" in ws else _lambda_max(G)
     if lambda3 == 0.0 and c + lambda2 <= 0.0:
         raise ValueError("the objective is unbounded below: lambda3 = 0 needs "
                          "lambda_max(X^T X) + lambda2 > 0")
@@ -971,21 +949,15 @@ class RowSpan:
         return G
 
 
-def row_span(X, max_rank=None):
-    """The span of the rows of ``X`` (:class:`RowSpan`), from the thin SVD ``X = U S W^T``.
-
-    The basis: the right singular vectors above numpy's rank tolerance ``max(n, N) eps s_max``,
-    the first ``max_rank`` of them (the principal subspace of that size). Cost ``O(n^2 N)``
-    time, ``O(n N)`` memory.
-
-    Parameters
-    ----------
-    X : array-like of shape (n, N)
-    max_rank : int, optional
-
-    Returns
-    -------
-    RowSpan
+def row_span(X, max_rank=None, ordered=True):
+    """The span of the rows of ``X`` (n, N) (:class:`RowSpan`), from the thin SVD
+    ``X = U S W^T``: the right singular vectors above numpy's rank tolerance
+    ``max(n, N) eps s_max``, the first ``max_rank`` of them (the principal subspace of that
+    size). ``ordered=False`` (any basis of the span will do): when the rank is at most
+    ``max_rank``, rows picked by a pivoted Cholesky of ``X X^T``, orthonormalised (CholeskyQR2),
+    if they span every row to the SVD's tolerance and ``s_r > 1e-5 s_max`` (the SVD's rank and
+    span, to rounding; about half the time of the SVD). Cost ``O(n^2 N)`` time, ``O(n N)``
+    memory.
 
     Examples
     --------
@@ -998,18 +970,49 @@ def row_span(X, max_rank=None):
     """
     X = as_float_array(X, "X", ndim=2).astype(np.float64, copy=False)
     n, N = X.shape
-    if n == 0 or N == 0 or not np.any(X):
-        basis = np.zeros((N, 0))
-    else:
-        big = float(np.max(np.abs(X)))
-        # the SVD of X / 2^e (exact): no overflow of the squares inside LAPACK
-        scale = np.ldexp(1.0, -int(np.frexp(big)[1]))
+    basis = np.zeros((N, 0))
+    if n and N and np.any(X):
+        # X / 2^e (exact): no overflow of the squares
+        scale = np.ldexp(1.0, -int(np.frexp(float(np.max(np.abs(X))))[1]))
+        Xs = X * scale
+        span = None if ordered or min(n, N) > (max_rank or n) else _pivoted_span(X, Xs, scale)
+        if span is not None:
+            return span
         with _serial_lapack():
-            _, s, Wt = _svd(X * scale, full_matrices=False)
+            _, s, Wt = _svd(Xs, full_matrices=False)
         keep = np.flatnonzero(s > max(n, N) * _EPS * s[0])[:max_rank]
         basis = np.ascontiguousarray(Wt[keep].T)
     Xp = _matmul(X, basis)
     gram = Xp.T @ Xp
+    return RowSpan(basis, 0.5 * (gram + gram.T), n)
+
+
+def _pivoted_span(X, Xs, scale):
+    """:func:`row_span` from rows of ``Xs = scale X`` picked by a pivoted Cholesky of
+    ``Xs Xs^T``, None where it may differ from the SVD's."""
+    n, N = Xs.shape
+    G = Xs @ Xs.T
+    with _serial_lapack():
+        C, piv, r, _ = _dpstrf(G, lower=1, tol=1e-10 * float(np.max(np.diagonal(G))))
+    kept, rest = piv[:r] - 1, piv[r:] - 1
+    Q, T = Xs[kept], np.tril(C[:r, :r])
+    try:
+        for L in (T, None):  # twice: orthonormal to rounding; T: the kept rows in the basis
+            with _serial_lapack():
+                L = np.linalg.cholesky(Q @ Q.T) if L is None else L
+            Q = solve_triangular(L, Q, lower=True, check_finite=False)
+            T = T if L is T else T @ L
+    except np.linalg.LinAlgError:
+        return None
+    basis, Xp = np.ascontiguousarray(Q.T), np.empty((n, r))
+    Xp[kept], Xp[rest] = T, _matmul(Xs[rest], basis)
+    out = np.linalg.norm(Xs[rest] - _matmul(Xp[rest], basis.T))  # the rows outside the span
+    gram = Xp.T @ Xp
+    with _serial_lapack():
+        lam = np.linalg.eigvalsh(gram)  # the squared singular values of Xs, to rounding
+    if not (lam[0] > 1e-10 * lam[-1] and out <= max(n, N) * _EPS * np.sqrt(lam[-1])):
+        return None
+    gram /= scale * scale
     return RowSpan(basis, 0.5 * (gram + gram.T), n)
 
 
@@ -1270,19 +1273,15 @@ def _span_update(stats, span, A64, lambda2, lambda3, lambda4, n_steps, tol, init
     :func:`span_map`: (A, history). The reduced problem starts afresh from ``A P`` every call
     (no reduced map or start route carried): the result depends on ``A`` alone, so a warm start
     continues with the same bits as an uninterrupted fit."""
-    P = span.basis
+    P, M = span.basis, stats.cross.shape[0]
     N, r = P.shape
-    M = stats.cross.shape[0]
     s0 = orthogonal_singular_value(lambda2, lambda3, lambda4)
-    ws = {} if workspace is None else workspace
-    sub = {}
+    ws, sub = ({} if workspace is None else workspace), {}
     A1_start = None if A64 is None else _matmul(A64, P)
     if r:
         A1, history = _mm(stats, A1_start, lambda2, lambda3, lambda4, n_steps, tol, init,
                           accelerate, sub)
-        sv_r = sub.get("sv")
-        if sv_r is None:
-            sv_r = _svd(A1, compute_uv=False)
+        sv_r = sub["sv"] if sub.get("sv") is not None else _svd(A1, compute_uv=False)
         aga = sub.get("AGA")
     else:  # no data: only the regulariser
         A1 = np.zeros((M, 0))
