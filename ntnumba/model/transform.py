@@ -975,10 +975,10 @@ def row_span(X, max_rank=None, ordered=True):
         # X / 2^e (exact): no overflow of the squares
         scale = np.ldexp(1.0, -int(np.frexp(float(np.max(np.abs(X))))[1]))
         Xs = X * scale
-        span = None if ordered or min(n, N) > (max_rank or n) else _pivoted_span(X, Xs, scale)
-        if span is not None:
-            return span
         with _serial_lapack():
+            span = None if ordered or min(n, N) > (max_rank or n) else _pivoted_span(Xs, scale)
+            if span is not None:
+                return span
             _, s, Wt = _svd(Xs, full_matrices=False)
         keep = np.flatnonzero(s > max(n, N) * _EPS * s[0])[:max_rank]
         basis = np.ascontiguousarray(Wt[keep].T)
@@ -987,29 +987,27 @@ def row_span(X, max_rank=None, ordered=True):
     return RowSpan(basis, 0.5 * (gram + gram.T), n)
 
 
-def _pivoted_span(X, Xs, scale):
+def _pivoted_span(Xs, scale):
     """:func:`row_span` from rows of ``Xs = scale X`` picked by a pivoted Cholesky of
-    ``Xs Xs^T``, None where it may differ from the SVD's."""
+    ``Xs Xs^T``, None where it may differ from the SVD's (one BLAS thread: less processor time
+    than two, whatever the size)."""
     n, N = Xs.shape
     G = Xs @ Xs.T
-    with _serial_lapack():
-        C, piv, r, _ = _dpstrf(G, lower=1, tol=1e-10 * float(np.max(np.diagonal(G))))
+    C, piv, r, _ = _dpstrf(G, lower=1, tol=1e-10 * float(np.max(np.diagonal(G))))
     kept, rest = piv[:r] - 1, piv[r:] - 1
     Q, T = Xs[kept], np.tril(C[:r, :r])
     try:
         for L in (T, None):  # twice: orthonormal to rounding; T: the kept rows in the basis
-            with _serial_lapack():
-                L = np.linalg.cholesky(Q @ Q.T) if L is None else L
+            L = np.linalg.cholesky(Q @ Q.T) if L is None else L
             Q = solve_triangular(L, Q, lower=True, check_finite=False)
             T = T if L is T else T @ L
     except np.linalg.LinAlgError:
         return None
     basis, Xp = np.ascontiguousarray(Q.T), np.empty((n, r))
-    Xp[kept], Xp[rest] = T, _matmul(Xs[rest], basis)
-    out = np.linalg.norm(Xs[rest] - _matmul(Xp[rest], basis.T))  # the rows outside the span
+    Xp[kept], Xp[rest] = T, Xs[rest] @ basis
+    out = np.linalg.norm(Xs[rest] - Xp[rest] @ basis.T)  # the rows outside the span
     gram = Xp.T @ Xp
-    with _serial_lapack():
-        lam = np.linalg.eigvalsh(gram)  # the squared singular values of Xs, to rounding
+    lam = np.linalg.eigvalsh(gram)  # the squared singular values of Xs, to rounding
     if not (lam[0] > 1e-10 * lam[-1] and out <= max(n, N) * _EPS * np.sqrt(lam[-1])):
         return None
     gram /= scale * scale
