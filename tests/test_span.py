@@ -7,6 +7,8 @@ whose minimiser there is ``s0`` times an isometry onto directions orthogonal to 
 solves the ``M x r`` problem and forms that map (``ntnumba.model.transform.span_map``).
 References: the full-space update of ``update_transform`` and ``tests/naive_transform.py``.
 """
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -77,6 +79,17 @@ def test_unordered_row_span_is_the_svd_span(how, same):
     np.testing.assert_allclose(sp.basis @ sp.basis.T, W @ W.T, atol=1e-12)
     Xp = X @ sp.basis
     np.testing.assert_allclose(sp.gram, Xp.T @ Xp, rtol=1e-12, atol=1e-12 * np.abs(Xp).max() ** 2)
+
+
+def test_span_with_its_largest_eigenvalue_gives_the_same_step():
+    # row_span's pivoted route keeps lambda_max(gram) (numpy's eigvalsh the reference), which the
+    # MM steps then take instead of computing it: the same map to rounding
+    X, Ybar, A0, _ = _problem(20, 50, 60, 1)
+    sp = row_span(X, ordered=False)
+    assert sp.lambda_max == pytest.approx(np.linalg.eigvalsh(sp.gram)[-1], rel=1e-13)
+    got = update_transform(X, Ybar, A0, span=sp, n_steps=5, **PAPER)
+    ref = update_transform(X, Ybar, A0, span=replace(sp, lambda_max=None), n_steps=5, **PAPER)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
 
 
 def test_orthogonal_singular_value_minimises_the_prior():

@@ -921,6 +921,7 @@ class RowSpan:
     gram: np.ndarray
     n_samples: int
     zero_outside: bool = False   # the map of the model is zero outside it, whatever M
+    lambda_max: float = None     # the largest eigenvalue of gram, when known (row_span)
 
     @property
     def n_features(self):
@@ -1011,7 +1012,7 @@ def _pivoted_span(Xs, scale):
     if not (lam[0] > 1e-10 * lam[-1] and out <= max(n, N) * _EPS * np.sqrt(lam[-1])):
         return None
     gram /= scale * scale
-    return RowSpan(basis, 0.5 * (gram + gram.T), n)
+    return RowSpan(basis, 0.5 * (gram + gram.T), n, lambda_max=float(lam[-1]) / (scale * scale))
 
 
 def principal_span(G, n_samples, max_rank):
@@ -1275,6 +1276,8 @@ def _span_update(stats, span, A64, lambda2, lambda3, lambda4, n_steps, tol, init
     N, r = P.shape
     s0 = orthogonal_singular_value(lambda2, lambda3, lambda4)
     ws, sub = ({} if workspace is None else workspace), {}
+    if span.lambda_max is not None and stats.gram is span.gram:  # c of the MM steps, known
+        sub.update(G=stats.gram, c=max(span.lambda_max, 0.0) * _C_INFLATE)
     A1_start = None if A64 is None else _matmul(A64, P)
     if r:
         A1, history = _mm(stats, A1_start, lambda2, lambda3, lambda4, n_steps, tol, init,
