@@ -646,3 +646,21 @@ def test_fit_vote_and_predict_vote_agree(monkeypatch, case):
         for j, s in zip(idx[i], sim[i]):
             votes[i, m._fitted.ref_labels[j]] += max(s, 0.0) + 1e-12
     np.testing.assert_array_equal(m.labels_[others], votes.argmax(axis=1))
+
+
+def test_row_hashes_equal_rows_equal_hashes_and_distinct_rows_differ():
+    # equal rows in float32 (-0.0 as 0.0) hash equal; distinct rows of random data differ
+    # (reference: byte comparison of the float32 rows)
+    rng = np.random.default_rng(21)
+    X = rng.standard_normal((3000, 7))
+    X[10] = X[20].astype(np.float32)          # equal in float32, not in float64
+    X[30] = np.where(X[40] == 0, -0.0, X[40])
+    X[50] = 0.0
+    X[51] = -0.0
+    h = G.row_hashes(X)
+    assert h.dtype == np.uint64 and h.shape == (3000,)
+    assert h[10] == h[20] and h[30] == h[40] and h[50] == h[51]
+    keys = (X.astype(np.float32) + np.float32(0.0)).view(np.uint32)
+    n_distinct = np.unique(keys, axis=0).shape[0]
+    assert np.unique(h).size == n_distinct
+    np.testing.assert_array_equal(G.row_hashes(X[::-1]), h[::-1])   # no order dependence

@@ -568,7 +568,7 @@ def test_every_kernel_cache_is_guarded():
         pytest.skip("numba cache disabled on this machine")
     kernels = [v for m in (_quartic, _stage1, _theta, _graph) for v in vars(m).values()
                if isinstance(v, Dispatcher)]
-    assert len(kernels) > 20 and _graph.row_hashes in kernels
+    assert len(kernels) > 20 and _graph._pair_cosine in kernels
     unguarded = [k.__name__ for k in kernels
                  if not getattr(k._cache, "ntnumba_guarded", False)
                  and type(k._cache).__name__ != "NullCache"]

@@ -13,7 +13,6 @@ import numpy as np
 from ..partition import graph
 from ..partition import select
 from ..core.parallel import matmul as _matmul
-from ..core.parallel import run_ranges
 from ..model.stage1 import assign, trusted_inputs
 from ..model.theta import rows_kernels, stage2_sums, data_terms, theta_objective
 from ..model.transform import assignment_statistics
@@ -149,10 +148,7 @@ def pass_qrows(Xk, carry, idx, A, learn_transform):
 def pass_row_hashes(Xk, carry):
     """Pass: the 64-bit hash of every row of the block (equal rows in float32, equal hashes;
     :func:`ntnumba.partition.graph.distinct_rows`)."""
-    Xk = np.ascontiguousarray(Xk)
-    h = np.empty(Xk.shape[0], dtype=np.uint64)
-    run_ranges(lambda a, b: graph.row_hashes(Xk, h, a, b), Xk.shape[0])
-    return h
+    return graph.row_hashes(Xk)
 
 
 def pass_gram(Xk, carry):

@@ -749,18 +749,18 @@ def compact_labels(labels, n_clusters):
     return mapping[labels]
 
 
-@njit(nogil=True, cache=CACHE, error_model="numpy", no_cfunc_wrapper=True)
-def row_hashes(Q, out, start, stop):
-    """64-bit FNV-1a hash of the float32 bits of rows ``start..stop`` (a Numba JIT kernel)."""
-    for i in range(start, stop):
-        h = np.uint64(14695981039346656037)
-        for t in range(Q.shape[1]):
-            v = np.float32(Q[i, t])
-            if v == 0:
-                v = np.float32(0.0)  # -0.0 and 0.0 are the same sample
-            bits = np.uint64(np.array([v]).view(np.uint32)[0])
-            h = (h ^ bits) * np.uint64(1099511628211)
-        out[i] = h
+def row_hashes(Q):
+    """64-bit hash of the float32 bits of every row of ``Q`` (-0.0 as 0.0): ``sum_t m_t b_t``
+    mod 2^64 with fixed odd multipliers ``m_t``. Equal rows in float32, equal hashes; the
+    callers check collisions (NumPy: no kernel to compile on a first call)."""
+    Q = np.asarray(Q)
+    m = np.random.default_rng(0x5EED).integers(0, 2 ** 63, Q.shape[1], dtype=np.uint64)
+    m = m * np.uint64(2) + np.uint64(1)
+    h = np.zeros(Q.shape[0], dtype=np.uint64)
+    for s in range(0, Q.shape[0], _ROWS):   # the products wrap mod 2^64 (unsigned)
+        b = (Q[s:s + _ROWS].astype(np.float32) + np.float32(0.0)).view(np.uint32)
+        h[s:s + _ROWS] = (b.astype(np.uint64) * m).sum(axis=1, dtype=np.uint64)
+    return h
 
 
 def distinct_rows(Q):
@@ -779,9 +779,7 @@ def distinct_rows(Q):
     """
     Q = np.ascontiguousarray(Q)
     n = Q.shape[0]
-    h = np.empty(n, dtype=np.uint64)
-    run_ranges(lambda a, b: row_hashes(Q, h, a, b), n)
-    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    _, first, inverse = np.unique(row_hashes(Q), return_index=True, return_inverse=True)
     inverse = inverse.ravel()
     rep = first[inverse]
     Q32 = Q.astype(np.float32) if Q.dtype != np.float32 else Q
