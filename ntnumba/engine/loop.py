@@ -13,7 +13,6 @@ import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import partial as partial_fn
 
 import numpy as np
 from numba.core import event as numba_event
@@ -330,17 +329,30 @@ def model_span(ctx, p, U=None):
     the rows' (without the shared directions ``U``) of ``min(rank, n_components)`` dimensions."""
     if ctx.subspace is None:
         G, M = ctx.gram, p.n_components
-        if U is not None:
-            ctx.subspace = complement_span(G, ctx.src.n, M, U)
-        elif not isinstance(G, RowSpan):
-            ctx.subspace = principal_span(G, ctx.src.n, M)
+        if U is not None or not isinstance(G, RowSpan):
+            ctx.subspace = subspace_of(G, ctx.src.n, M, U)
         elif G.rank <= M:
-            ctx.subspace = G
+            ctx.subspace = replace(G, zero_outside=True)
         else:  # row_span's basis is ordered by singular value
             ctx.subspace = RowSpan(np.ascontiguousarray(G.basis[:, :M]),
-                                   np.ascontiguousarray(G.gram[:M, :M]), G.n_samples)
-        ctx.subspace = replace(ctx.subspace, zero_outside=True)
+                                   np.ascontiguousarray(G.gram[:M, :M]), G.n_samples,
+                                   zero_outside=True)
     return ctx.subspace
+
+
+def subspace_of(G, n_samples, M, U=None):
+    """The model's subspace (zero outside it) of rows whose ``X^T X`` (or :class:`RowSpan`) is
+    ``G``: their principal subspace of at most ``M`` dimensions, without the directions ``U``."""
+    if U is not None:
+        return complement_span(G, n_samples, M, U)
+    return replace(principal_span(G, n_samples, M), zero_outside=True)
+
+
+def in_subspace(p, N, U, n):
+    """Whether the model is that of a subspace, zero outside it: ``M < N``, shared directions
+    ``U`` left out, or fewer rows ``n`` than features (their span, exact for them;
+    docs/research/wide-model.md)."""
+    return p.n_components < N or U is not None or n < N
 
 
 def gram(src, p=None):
@@ -381,6 +393,7 @@ def iterate_blocks(ctx, state, p, rng):
                                np.asarray(nu, dtype=np.float64), lambda0=p.lambda0,
                                lambda_a=p.lambda_a, lambda_e=p.lambda_e, reseed_key=cost)
     tau, nu = tau.astype(src.dtype), nu.astype(src.dtype)
+    sub = False   # the model of a subspace (in_subspace)
     if p.learn_transform:
         rows = [None] * len(src.bounds)
         blocks, m = None, n
@@ -392,9 +405,7 @@ def iterate_blocks(ctx, state, p, rng):
             blocks = [b for b, *_ in parts]
         args = [(labels[s:e], sim[s:e], rows[b]) for b, (s, e) in enumerate(src.bounds)]
         U = model_shared(ctx, graph, p)
-        # the model of a subspace, zero outside it: M < N, the shared directions removed, or
-        # fewer rows than features (their span, exact for them; docs/research/wide-model.md)
-        sub = p.n_components < src.N or U is not None or n < src.N
+        sub = in_subspace(p, src.N, U, n)
         span = ctx.gram if isinstance(ctx.gram, RowSpan) else None
         gram3 = ctx.gram
         if span is not None and (ctx.forget is not None
@@ -410,11 +421,9 @@ def iterate_blocks(ctx, state, p, rng):
                                      max(float(tsq), 0.0), m, src.dtype)
         if ctx.forget is not None:
             stats3 = ctx.transform_sums = _forgotten(ctx.transform_sums, stats3, ctx.forget)
-            sub = p.n_components < src.N or U is not None or stats3.n_samples < src.N
+            sub = in_subspace(p, src.N, U, stats3.n_samples)
         if sub and span is None:  # running sums in R^N: the model of their principal subspace
-            span = replace((principal_span if U is None else partial_fn(
-                complement_span, exclude=U))(stats3.gram, stats3.n_samples, p.n_components),
-                zero_outside=True)
+            span = subspace_of(stats3.gram, stats3.n_samples, p.n_components, U)
             stats3 = project_statistics(stats3, span)
         if p.online_fraction is None:
             A = update_transform(A=A, stats=stats3, workspace=ctx.workspace, span=span,
@@ -427,7 +436,7 @@ def iterate_blocks(ctx, state, p, rng):
                         store=True, combine=P.add))
     ws = ctx.workspace
     obj += _parameter_terms(A, tau, nu, p, ws.get("sv") if ws.get("A") is A else None,
-                            subspace=p.learn_transform and sub)
+                            subspace=sub)
     new = State(A=A, tau=tau, nu=nu, labels=labels, similarity_labels=sim,
                 objective_history=state.objective_history + [obj], n_iter=state.n_iter + 1,
                 reseeded=state.reseeded + [(state.n_iter + 1, c) for c in det["reseeded"]],

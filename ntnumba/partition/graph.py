@@ -16,6 +16,7 @@ most a quarter of the rank of the centred data. No n x n matrix is formed.
 Derivation, the choices and their measurements, limits and cost: docs/algorithm.md, "Graph
 assignment"; docs/research/graph-edge-similarity.md, docs/research/graph-edge-weights.md.
 """
+import functools
 import os
 import sys
 import time
@@ -749,13 +750,21 @@ def compact_labels(labels, n_clusters):
     return mapping[labels]
 
 
+@functools.lru_cache(maxsize=8)
+def _hash_multipliers(N):
+    """The fixed odd 64-bit multipliers of :func:`row_hashes` (one per feature; read-only)."""
+    m = np.random.default_rng(0x5EED).integers(0, 2 ** 63, N, dtype=np.uint64)
+    m = m * np.uint64(2) + np.uint64(1)
+    m.flags.writeable = False
+    return m
+
+
 def row_hashes(Q):
     """64-bit hash of the float32 bits of every row of ``Q`` (-0.0 as 0.0): ``sum_t m_t b_t``
     mod 2^64 with fixed odd multipliers ``m_t``. Equal rows in float32, equal hashes; the
     callers check collisions (NumPy: no kernel to compile on a first call)."""
     Q = np.asarray(Q)
-    m = np.random.default_rng(0x5EED).integers(0, 2 ** 63, Q.shape[1], dtype=np.uint64)
-    m = m * np.uint64(2) + np.uint64(1)
+    m = _hash_multipliers(Q.shape[1])
     h = np.zeros(Q.shape[0], dtype=np.uint64)
     for s in range(0, Q.shape[0], _ROWS):   # the products wrap mod 2^64 (unsigned)
         b = (Q[s:s + _ROWS].astype(np.float32) + np.float32(0.0)).view(np.uint32)
