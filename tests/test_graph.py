@@ -354,6 +354,55 @@ def test_graph_partition_uses_the_mutual_rank_graph():
         G.graph_partition(X, 3, weighting="rank")
 
 
+def _random_graph(n, degree, seed=0):
+    """A random graph: no cluster structure, so its Laplacian's sparse LU is nearly dense."""
+    rng = np.random.default_rng(seed)
+    i, j = rng.integers(0, n, degree * n), rng.integers(0, n, degree * n)
+    W = sparse.csr_matrix((np.ones(degree * n), (i, j)), shape=(n, n))
+    W = (W + W.T).tocsr()
+    W.setdiag(0)
+    W.eliminate_zeros()
+    return W
+
+
+def test_dense_factor_goes_to_lanczos(monkeypatch):
+    """Below SHIFT_INVERT_MAX too, a Laplacian whose LU holds more than DENSE_FACTOR of a dense
+    matrix (and DENSE_MIN entries) goes to Lanczos, with the same eigenvalues as shift-invert;
+    the graphs sharing a ``memo`` after it are not factorised at all; a clustered k-NN graph,
+    a small LU and a call without ``memo`` stay on shift-invert."""
+    W = _random_graph(400, 4)
+    memo = {}
+    G.spectral_embedding(W, 4, random_state=0, memo=memo)
+    assert memo == {}   # a small LU, cheap however dense: shift-invert
+    monkeypatch.setattr(G, "DENSE_MIN", 0)
+    calls = []
+    lu = G.shifted_lu
+    monkeypatch.setattr(G, "shifted_lu", lambda L: calls.append(L.shape) or lu(L))
+    memo = {}
+    got = G.spectral_embedding(W, 4, random_state=0, memo=memo)
+    assert memo == {"dense": True} and len(calls) == 1
+    again = G.spectral_embedding(W, 4, random_state=0, memo=memo)
+    assert len(calls) == 1
+    np.testing.assert_array_equal(again[0], got[0])
+    monkeypatch.setattr(G, "DENSE_FACTOR", 2.0)   # no LU is that dense: shift-invert
+    want = G.spectral_embedding(W, 4, random_state=0)
+    np.testing.assert_allclose(got[0], want[0], atol=1e-8)
+    assert got[2] == pytest.approx(want[2], abs=1e-8)
+    dense = np.diag(1.0 / np.sqrt(np.asarray(W.sum(axis=1)).ravel()))
+    top = np.linalg.eigvalsh(dense @ W.toarray() @ dense)[::-1][:5]
+    np.testing.assert_allclose(got[0], top, atol=1e-8)
+    monkeypatch.setattr(G, "DENSE_FACTOR", 1.0 / 3.0)   # no memo: no check, shift-invert
+    alone = G.spectral_embedding(W, 4, random_state=0)
+    np.testing.assert_array_equal(alone[0], want[0])
+    # a clustered k-NN graph factorises sparsely: shift-invert, memo untouched
+    X, y = _planted(4, n_per=60)
+    Y = G.graph_rows(X, *G.shared_directions(X, 2))
+    memo = {}
+    G.spectral_embedding(G.knn_graph(*G.knn_search(Y, 5, exclude_self=True)), 4,
+                         random_state=0, memo=memo)
+    assert memo == {} and calls[-1] == (240, 240)
+
+
 def test_lanczos_path_of_the_eigensolver(monkeypatch):
     """Above SHIFT_INVERT_MAX samples: Lanczos on I + D^-1/2 W D^-1/2, same eigenpairs."""
     X, y = _planted(4, n_per=60)

@@ -27,7 +27,7 @@ import numpy as np
 from numba import get_num_threads, njit, set_num_threads
 from scipy import sparse
 from scipy.linalg import eigh, qr
-from scipy.sparse.linalg import eigsh
+from scipy.sparse.linalg import LinearOperator, eigsh, splu
 
 from ..core import parallel
 from ..core.linalg import svd
@@ -658,14 +658,24 @@ def mutual_rank_graph(idx, sim, k, n=None):
 #: above this many samples Lanczos on the normalised adjacency replaces shift-invert on the
 #: Laplacian, whose sparse LU fills in on large graphs (docs/algorithm.md, "Cost")
 SHIFT_INVERT_MAX = 3000
+#: ... or when its LU fills this share of n x n and has over DENSE_MIN entries (expensive:
+#: no cluster structure to order by; docs/research/spectral-step-variants.md)
+DENSE_FACTOR, DENSE_MIN = 1.0 / 3.0, 10 ** 6
 
 
-def spectral_embedding(W, n_clusters, *, random_state=None):
+def shifted_lu(L, sigma=-1e-5):
+    """The sparse LU of ``L - sigma I`` (``L`` symmetric, CSC), as ``eigsh(L, sigma=sigma)``."""
+    return splu((L - sigma * sparse.eye(L.shape[0])).tocsc())
+
+
+def spectral_embedding(W, n_clusters, *, random_state=None, memo=None):
     """Leading eigenpairs of the normalised adjacency ``D^-1/2 W D^-1/2`` (sparse ``W``).
 
     Returns ``(values, maps, ncut)``: the ``C + 1`` largest eigenvalues (descending; ``C``
     when the graph is that small), the first ``C`` eigenvectors scaled by ``D^-1/2`` (n, C)
     and the relaxed cut ``C - sum(values[:C])``. Isolated samples get a self-loop.
+    ``memo``: a dict shared by the calls on one partition's candidate graphs: the LU's
+    density is checked (``DENSE_FACTOR``, ``DENSE_MIN``) and once one is dense, no more LUs.
     """
     n = W.shape[0]
     C = int(n_clusters)
@@ -683,12 +693,18 @@ def spectral_embedding(W, n_clusters, *, random_state=None):
         rng = np.random.RandomState(random_state) if not isinstance(
             random_state, np.random.RandomState) else random_state
         v0 = rng.uniform(-1.0, 1.0, n)
-        if n <= SHIFT_INVERT_MAX:
+        lu = None
+        if n <= SHIFT_INVERT_MAX and not (memo or {}).get("dense"):
             # shift-invert just below 0 on the Laplacian L = I - Nrm, as scikit-learn's
             # spectral_embedding: well separated even when many eigenvalues are ~0 (a k-NN
             # graph with several connected components), where plain "LA" on Nrm misses some
             L = (sparse.identity(n, format="csr") - Nrm).tocsc()
-            vals, vecs = eigsh(L, k=k, sigma=-1e-5, which="LM", v0=v0, tol=0.0)
+            lu = shifted_lu(L)
+            if memo is not None and lu.L.nnz + lu.U.nnz > max(DENSE_FACTOR * n * n, DENSE_MIN):
+                memo["dense"], lu = True, None
+        if lu is not None:
+            vals, vecs = eigsh(L, k=k, sigma=-1e-5, which="LM", v0=v0, tol=0.0,
+                               OPinv=LinearOperator((n, n), lu.solve, dtype=np.float64))
             vals = 1.0 - vals
         else:
             vals, vecs = _lanczos_top(Nrm, d, k, v0)
@@ -706,7 +722,6 @@ def _lanczos_top(Nrm, d, k, v0):
     projected out; Lanczos finds the rest on ``I + Nrm`` in their complement.
     """
     from scipy.sparse.csgraph import connected_components
-    from scipy.sparse.linalg import LinearOperator
 
     n = Nrm.shape[0]
     ncomp, comp = connected_components(Nrm, directed=False)
@@ -1027,6 +1042,7 @@ def _partition(X, C, k, cands, seed, return_all, knn, say, offset=None,
     # list_length: enough neighbours to see near-copies (copy_factor), then L k g of them
     exact = knn == "exact" or (knn == "auto" and nd <= EXACT_MAX)
     lists = None  # the exact lists of the other candidates, from one pass (knn_candidates)
+    memo = {}  # whether the candidates' Laplacians factorise sparsely (spectral_embedding)
     for r in cands:
         V = Vall[:r]
         Y = graph_rows(Xd, mean, V, offset)
@@ -1047,7 +1063,7 @@ def _partition(X, C, k, cands, seed, return_all, knn, say, offset=None,
         W = weighted_graph(nn, sim, k * copies, nd, weighting)
         nn = sim = None
         say(f"r = {r}: k-NN graph ({W.nnz} edges)")
-        vals, maps, cut = spectral_embedding(W, C, random_state=seed)
+        vals, maps, cut = spectral_embedding(W, C, random_state=seed, memo=memo)
         W = None
         cuts[r] = cut
         say(f"r = {r}: eigensolver, cut {cut:.6f}")
