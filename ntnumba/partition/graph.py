@@ -655,15 +655,15 @@ def mutual_rank_graph(idx, sim, k, n=None):
     return knn_graph(idx[:, :k], np.asarray(sim, dtype=np.float64)[:, :k] * w, n)
 
 
-#: above this many samples Lanczos on the normalised adjacency replaces shift-invert on the
-#: Laplacian, whose sparse LU fills in on large graphs (docs/algorithm.md, "Cost")
-SHIFT_INVERT_MAX = 3000
+#: above this many samples Lanczos on the normalised adjacency replaces shift-invert (at SHIFT,
+#: just below 0) on the Laplacian, whose sparse LU fills in on large graphs (docs/algorithm.md)
+SHIFT_INVERT_MAX, SHIFT = 3000, -1e-5
 #: ... or when its LU fills this share of n x n and has over DENSE_MIN entries (expensive:
 #: no cluster structure to order by; docs/research/spectral-step-variants.md)
 DENSE_FACTOR, DENSE_MIN = 1.0 / 3.0, 10 ** 6
 
 
-def shifted_lu(L, sigma=-1e-5):
+def shifted_lu(L, sigma=SHIFT):
     """The sparse LU of ``L - sigma I`` (``L`` symmetric, CSC), as ``eigsh(L, sigma=sigma)``."""
     return splu((L - sigma * sparse.eye(L.shape[0])).tocsc())
 
@@ -703,7 +703,7 @@ def spectral_embedding(W, n_clusters, *, random_state=None, memo=None):
             if memo is not None and lu.L.nnz + lu.U.nnz > max(DENSE_FACTOR * n * n, DENSE_MIN):
                 memo["dense"], lu = True, None
         if lu is not None:
-            vals, vecs = eigsh(L, k=k, sigma=-1e-5, which="LM", v0=v0, tol=0.0,
+            vals, vecs = eigsh(L, k=k, sigma=SHIFT, which="LM", v0=v0, tol=0.0,
                                OPinv=LinearOperator((n, n), lu.solve, dtype=np.float64))
             vals = 1.0 - vals
         else:
